@@ -1,0 +1,3 @@
+"""cfjax: a JAX learning core for agent memory."""
+
+__version__ = "0.1.0"

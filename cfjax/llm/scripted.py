@@ -1,0 +1,378 @@
+"""The scripted backbone: a seeded, documented simulator of an LLM on SQL tasks.
+
+It is **not** an LLM. It stands in for one so that the whole pipeline runs
+offline on a CPU, and every figure it produces is labelled "scripted
+backbone". It receives exactly the prompts a real LLM would (via
+:class:`~cfjax.llm.base.TextBackbone`) and answers in the same output
+contracts, so the parsers and token accounting are exercised for real. Its
+error model — the only place where it is "tuned" — is explicit:
+
+**Drafts** (DRAFT_ACTION). The draft is the gold query with *systematic,
+cue-dependent errors*, each an edit of exactly one decision unit. Every task
+family has one characteristic error (table below). On attempt ``t`` (0-based)
+an error fires independently with probability
+``p_variant × weight × retry_factor**t``, where ``p_variant`` is
+``p_error`` for base and new-surface tasks and ``p_error_look_alike`` for
+look-alike tasks (the look-alike's error is the *opposite* slip, e.g. ``>=``
+for "strictly above"). Independently, with ``p_noise`` one random rule
+operator is applied to a random unit (an uncorrelated slip memory cannot be
+expected to fix). ``retry_factor < 1`` models that evaluator feedback
+sometimes makes the model fix its own error on the next attempt.
+
+=================  ==================================  ========================================
+family             base / new-surface error            look-alike error
+=================  ==================================  ========================================
+lower/upper_bound  ``>=`` → ``>`` (``<=`` → ``<``)     ``>`` → ``>=`` (``<`` → ``<=``)
+join_key           FK join → ``a.id = b.id``           ``a.id = b.id`` → FK join
+distinct           drops DISTINCT                      adds DISTINCT
+null_check         ``IS NULL`` → ``= ''``              ``= ''`` → ``IS NULL``
+string_case        ``LOWER(c) = 'x'`` → ``c = 'x'``    ``c = 'X'`` → ``LOWER(c) = 'x'``
+count_nonnull      ``COUNT(col)`` → ``COUNT(*)``       ``COUNT(*)`` → ``COUNT(col)``
+having             ``>=`` → ``>``; also FK join slip   ``>`` → ``>=``
+order_limit        DESC → ASC                          ASC → DESC
+=================  ==================================  ========================================
+
+**Local alternatives** (GENERATE_LOCAL_ALTERNATIVES). With ``p_propose_fix``
+the reply contains the true one-unit fix (the gold text of one wrong unit);
+it always adds ``n_wrong_proposals`` plausible wrong edits from the rule
+operators. Some proposals are therefore right and some wrong.
+
+**Distillation** (DISTIL_RECORD). The situation text names the question's
+cue phrase and the masked edit. The condition is the *semantic* lexicon
+attribute of the source question with probability ``p_condition_semantic``
+(e.g. ``boundary = "inclusive" and bound_side = "lower"``), the cue phrase
+(``question contains "at least"``: fails on new surfaces) with
+``p_condition_surface``, and otherwise *too broad* (``none`` or only the
+column type) — a realistic failure that the look-alike tasks expose.
+
+**Revision** (REVISE_WITH_RECORD). The backbone reads the rendered record's
+``EDIT:`` line and carries the edit onto the first draft unit with the same
+masked shape (:func:`~cfjax.worlds.sql_edits.transfer_edit`, with a schema
+lookup for foreign keys and columns). It does **not** check the record's
+condition — that is memory's job. With ``p_ignore_record`` it returns the
+draft unchanged anyway.
+
+All randomness is drawn from ``random.Random`` seeded by a stable hash of
+``(seed, call, task_id, episode, attempt, sample)``: the same inputs give the
+same text in every process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from cfjax.llm import prompts
+from cfjax.llm.base import (
+    AlternativesRequest,
+    Completion,
+    DistilRequest,
+    DraftRequest,
+    ReviseRequest,
+    TextBackbone,
+    Usage,
+)
+from cfjax.suites.base import Task
+from cfjax.worlds import sql_edits as se
+
+__all__ = ["ScriptedConfig", "ScriptedSQLBackbone", "SCRIPTED_LABEL"]
+
+SCRIPTED_LABEL = "scripted backbone (seeded simulator, not an LLM)"
+
+
+@dataclass(frozen=True)
+class ScriptedConfig:
+    """Error model of the scripted backbone (see the module docstring).
+
+    The defaults were fixed before any CounterMem result was seen and are not
+    tuned to favour a method: a 50 % rate of the family's characteristic slip
+    on trap questions, 10 % of the opposite slip on look-alikes, 5 % random
+    slips, and a 30 % chance per retry that feedback alone fixes a slip.
+    """
+
+    seed: int = 0
+    p_error: float = 0.5
+    p_error_look_alike: float = 0.1
+    p_noise: float = 0.05
+    retry_factor: float = 0.7
+    p_propose_fix: float = 0.5
+    n_wrong_proposals: int = 1
+    p_condition_semantic: float = 0.5
+    p_condition_surface: float = 0.25
+    p_ignore_record: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("p_error", "p_error_look_alike", "p_noise", "retry_factor", "p_propose_fix",
+                     "p_condition_semantic", "p_condition_surface", "p_ignore_record"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"ScriptedConfig.{name} must be in [0, 1], got {v}")
+        if self.p_condition_semantic + self.p_condition_surface > 1.0:
+            raise ValueError("p_condition_semantic + p_condition_surface must be ≤ 1")
+
+
+# family → (error for base/new_surface, error for look_alike, [(extra error, weight)])
+_ERRORS: dict[str, tuple[str, str, tuple[tuple[str, float], ...]]] = {
+    "lower_bound": ("weaken", "strengthen", ()),
+    "upper_bound": ("weaken", "strengthen", ()),
+    "join_key": ("join_ids", "join_fk", ()),
+    "distinct": ("drop_distinct", "add_distinct", ()),
+    "null_check": ("null_as_empty", "empty_as_null", ()),
+    "string_case": ("case_sensitive", "case_insensitive", ()),
+    "count_nonnull": ("count_star", "count_column", ()),
+    "having": ("weaken", "strengthen", (("join_ids", 0.3),)),
+    "order_limit": ("flip_order", "flip_order", ()),
+}
+
+# the lexicon attributes a question's semantics live in (for conditions)
+_SEMANTIC_KEYS = ("boundary", "join_semantics", "cardinality", "null_semantics", "case_semantics",
+                  "count_semantics", "order_direction")
+
+
+def _stable_seed(*parts: object) -> int:
+    h = hashlib.blake2b(repr(parts).encode(), digest_size=8)
+    return int.from_bytes(h.digest(), "little")
+
+
+class ScriptedSQLBackbone(TextBackbone):
+    """Seeded simulator of an LLM writing SQL (see module docstring).
+
+    Args:
+      schemas: ``env_id → DatabaseSpec`` (what a model reads from the schema
+        text; used for foreign keys and nullable columns).
+      config: the error model.
+    """
+
+    def __init__(self, schemas: Mapping[str, se.SchemaLike], config: ScriptedConfig = ScriptedConfig()) -> None:
+        self.schemas = dict(schemas)
+        self.config = config
+        self.name = f"scripted-sql(seed={config.seed})"
+
+    # ------------------------------------------------------------------ plumbing
+    def _rng(self, *key: object) -> random.Random:
+        return random.Random(_stable_seed(self.config.seed, *key))
+
+    def _complete(self, kind: str, prompt: str, req: object) -> Completion:
+        if kind == prompts.DRAFT_ACTION:
+            text = prompts.format_action(self._draft(req))  # type: ignore[arg-type]
+        elif kind == prompts.GENERATE_LOCAL_ALTERNATIVES:
+            text = self._alternatives(req)  # type: ignore[arg-type]
+        elif kind == prompts.DISTIL_RECORD:
+            text = self._distil(req)  # type: ignore[arg-type]
+        elif kind == prompts.REVISE_WITH_RECORD:
+            text = prompts.format_action(self._revise(req))  # type: ignore[arg-type]
+        else:
+            raise ValueError(f"the scripted backbone has no behaviour for template {kind!r}")
+        return Completion(text, Usage(prompts.count_tokens(prompt), prompts.count_tokens(text)))
+
+    # ------------------------------------------------------------------ errors
+    def _apply_error(self, name: str, sql: str, task: Task, rng: random.Random) -> str | None:
+        """One-unit slip ``name`` applied to ``sql``; ``None`` if it does not apply."""
+        schema = self.schemas.get(task.env_id)
+        for i, unit in enumerate(se.units(sql)):
+            new = _slip(name, unit, sql, schema)
+            if new is not None and new != unit.text:
+                try:
+                    return se.replace_unit(sql, i, new)
+                except se.EditError:
+                    return None
+        return None
+
+    def _draft(self, req: DraftRequest) -> str:
+        c = self.config
+        task = req.task
+        attempt = len(req.history)
+        rng = self._rng("draft", task.task_id, req.episode, attempt, req.sample)
+        sql = se.normalize(task.gold)
+        main, look, extra = _ERRORS.get(task.family, ("", "", ()))
+        plan = [(look, c.p_error_look_alike)] if task.variant == "look_alike" else [(main, c.p_error)]
+        plan += [(name, c.p_error * w) for name, w in extra if task.variant != "look_alike"]
+        for name, p in plan:
+            if name and rng.random() < p * c.retry_factor**attempt:
+                sql = self._apply_error(name, sql, task, rng) or sql
+        if rng.random() < c.p_noise:
+            edits = se.rule_edits(sql, self.schemas.get(task.env_id))
+            if edits:
+                i, new = edits[rng.randrange(len(edits))]
+                try:
+                    sql = se.replace_unit(sql, i, new)
+                except se.EditError:
+                    pass
+        return sql
+
+    # ------------------------------------------------------------------ Module I
+    def _alternatives(self, req: AlternativesRequest) -> str:
+        c = self.config
+        rng = self._rng("alternatives", req.task.task_id, req.episode, req.action)
+        lines: list[str] = []
+        try:
+            mine = se.units(req.action)
+            gold = se.units(se.normalize(req.task.gold))
+        except se.EditError:
+            return "EDIT: (the action does not parse; no local edit proposed)"
+        wrong = [i for i, (a, b) in enumerate(zip(mine, gold)) if a.kind == b.kind and a.text != b.text]
+        if len(mine) == len(gold) and wrong and rng.random() < c.p_propose_fix:
+            i = rng.choice(wrong)
+            lines.append(f"EDIT: REPLACE [{i}] WITH {gold[i].text}")
+        rules = se.rule_edits(req.action, self.schemas.get(req.task.env_id))
+        rng.shuffle(rules)
+        for i, text in rules:
+            if sum(1 for _ in lines) >= 1 + c.n_wrong_proposals or len(lines) >= req.k:
+                break
+            if i < len(gold) and len(mine) == len(gold) and gold[i].text == text:
+                continue  # a wrong proposal must be wrong
+            lines.append(f"EDIT: REPLACE [{i}] WITH {text}")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ Module II
+    def _distil(self, req: DistilRequest) -> str:
+        c = self.config
+        t = req.task
+        rng = self._rng("distil", t.task_id, req.episode, req.unit_before, req.unit_after)
+        cues = list(t.attrs.get("cues", ()))
+        cue_text = f"The question says '{cues[0]}'. " if cues else ""
+        situation = (f"{cue_text}A {_unit_kind_name(req.unit_before)} of the form `{se.signature(req.unit_before)}` "
+                     f"gave the wrong result; `{se.signature(req.unit_after)}` fixed it.")
+        u = rng.random()
+        semantic = [k for k in _SEMANTIC_KEYS if k in t.attrs]
+        if u < c.p_condition_semantic and semantic:
+            k = semantic[0]
+            cond = f'{k} = "{t.attrs[k]}"'
+            if k == "boundary" and "bound_side" in t.attrs:
+                cond += f' and bound_side = "{t.attrs["bound_side"]}"'
+        elif u < c.p_condition_semantic + c.p_condition_surface and cues:
+            cond = f'question contains "{cues[0]}"'
+        else:  # too broad
+            ct = t.attrs.get("column_type")
+            cond = f'column_type = "{ct}"' if ct and rng.random() < 0.5 else "none"
+        return f"SITUATION: {situation}\nCONDITION: {cond}"
+
+    # ------------------------------------------------------------------ Module III
+    def _revise(self, req: ReviseRequest) -> str:
+        rng = self._rng("revise", req.task.task_id, req.episode, len(req.history), req.sample, req.record_text)
+        edit = _record_edit(req.record_text)
+        if edit is None or rng.random() < self.config.p_ignore_record:
+            return req.draft
+        before, after = edit
+        schema = self.schemas.get(req.task.env_id)
+        try:
+            aliases = se.alias_map(req.draft)
+        except se.EditError:
+            return req.draft
+        moved = se.transfer_edit(before, after, req.draft, resolve=_resolver(aliases, schema))
+        if moved is None:
+            return req.draft
+        i, new = moved
+        try:
+            return se.replace_unit(req.draft, i, new)
+        except se.EditError:
+            return req.draft
+
+
+def _record_edit(record_text: str) -> tuple[str, str] | None:
+    for line in record_text.splitlines():
+        if line.startswith("EDIT:") and " -> " in line:
+            before, after = line[len("EDIT:"):].split(" -> ", 1)
+            return before.strip(), after.strip()
+    return None
+
+
+def _unit_kind_name(unit: str) -> str:
+    u = unit.upper()
+    if u.startswith("SELECT"):
+        return "projection"
+    if u.startswith("JOIN") or " JOIN " in u:
+        return "join condition"
+    if u.startswith("ORDER BY"):
+        return "ordering"
+    if u.startswith("LIMIT"):
+        return "limit"
+    if u.startswith("GROUP BY"):
+        return "grouping"
+    return "predicate"
+
+
+def _resolver(aliases: dict[str, str], schema: se.SchemaLike | None):
+    """Adapt identifiers of a stored edit that the new action does not bind:
+    a qualified foreign-key column is looked up in the schema for the two
+    tables the new join connects; a bare column must exist in the queried
+    table, else the table's first nullable column stands in."""
+
+    def resolve(token: str, binding: dict[str, str]) -> str | None:
+        if schema is None:
+            return None
+        if "." in token:
+            qual, col = token.split(".", 1)
+            mine = next((v.split(".", 1)[0] for k, v in binding.items() if "." in k and k.split(".", 1)[0] == qual), None)
+            other = next((v.split(".", 1)[0] for k, v in binding.items() if "." in k and k.split(".", 1)[0] != qual), None)
+            if mine is None or other is None:
+                return None
+            child, parent = aliases.get(mine), aliases.get(other)
+            if child is None or parent is None:
+                return None
+            fk = schema.fk_between(child, parent)
+            return f"{mine}.{fk.column}" if fk is not None else None
+        tables = [t for a, t in aliases.items() if a == t]
+        for tname in tables:
+            try:
+                cols = schema.table(tname).columns
+            except KeyError:
+                continue
+            if any(c.name == token for c in cols):
+                return token
+            nullable = [c.name for c in cols if getattr(c, "nullable", False)]
+            if nullable:
+                return nullable[0]
+        return None
+
+    return resolve
+
+
+def _slip(name: str, unit: se.Unit, sql: str, schema: se.SchemaLike | None) -> str | None:
+    """The text of ``unit`` after slip ``name``, or ``None`` if it does not apply."""
+    import sqlglot
+
+    t = unit.text
+    if unit.kind in ("where", "having"):
+        node = sqlglot.parse_one(t, read=se.DIALECT)
+        pairs = {"weaken": {exp.GTE: exp.GT, exp.LTE: exp.LT}, "strengthen": {exp.GT: exp.GTE, exp.LT: exp.LTE}}
+        if name in pairs and type(node) in pairs[name]:
+            cls = pairs[name][type(node)]
+            return cls(this=node.this, expression=node.expression).sql(dialect=se.DIALECT)
+        if name == "null_as_empty" and isinstance(node, exp.Is):
+            return f"{node.this.sql(dialect=se.DIALECT)} = ''"
+        if name == "empty_as_null" and isinstance(node, exp.EQ) and isinstance(node.expression, exp.Literal) \
+                and node.expression.this == "":
+            return f"{node.this.sql(dialect=se.DIALECT)} IS NULL"
+        if name == "case_sensitive" and isinstance(node, exp.EQ) and isinstance(node.this, exp.Lower):
+            return f"{node.this.this.sql(dialect=se.DIALECT)} = {node.expression.sql(dialect=se.DIALECT)}"
+        if name == "case_insensitive" and isinstance(node, exp.EQ) and isinstance(node.expression, exp.Literal) \
+                and node.expression.is_string and not isinstance(node.this, exp.Lower):
+            return f"LOWER({node.this.sql(dialect=se.DIALECT)}) = '{node.expression.this.lower()}'"
+        return None
+    if unit.kind == "select":
+        if name == "drop_distinct" and t.startswith("SELECT DISTINCT "):
+            return "SELECT " + t[len("SELECT DISTINCT "):]
+        if name == "add_distinct" and not t.startswith("SELECT DISTINCT ") and "COUNT(" not in t:
+            return "SELECT DISTINCT " + t[len("SELECT "):]
+        if name == "count_star" and t.startswith("SELECT COUNT(") and t != "SELECT COUNT(*)":
+            return "SELECT COUNT(*)"
+        if name == "count_column" and t == "SELECT COUNT(*)":
+            edits = [e for _, e in se.rule_edits(sql, schema) if e.startswith("SELECT COUNT(") and e != t]
+            return edits[0] if edits else None
+        return None
+    if unit.kind == "join" and name in ("join_ids", "join_fk"):
+        cands = [e for i, e in se.rule_edits(sql, schema) if e.startswith("JOIN")]
+        want_ids = name == "join_ids"
+        for e in cands:
+            if e.rstrip().endswith(".id") and (".id = " in e) == want_ids:
+                return e
+        return None
+    if unit.kind == "order" and name == "flip_order":
+        edits = [e for _, e in se.rule_edits(sql, schema) if e.startswith("ORDER BY")]
+        return edits[0] if edits else None
+    return None

@@ -1,0 +1,634 @@
+"""The CounterMem memory-use selector: a masked DQN (Appendix C.2, Table 3).
+
+At each decision the selector picks ``j ∈ {0 (skip), 1..4 (record slot)}``
+among the *valid* actions from the 98-d observation of Eq. 9
+(:mod:`cfjax.kernels.features`). It is trained by DQN with a replay buffer
+and a periodically synchronised target network:
+
+* reward (Eq. 10): ``r_t = 1[t=T] 1[solved] − λ_w δw_t − λ_f δf_t − λ_τ δτ_t/τ0``
+* target (Eq. 12): ``y_t = r_t + γ (1 − d_t) max_{j ∈ J_{t+1}} Q_{θ⁻}(z_{t+1}, j)``
+* loss (Eq. 13): ``L(θ) = E_D[(y_t − Q_θ(z_t, j_t))²]``
+
+Everything here is a pure function over pytrees so that a driver can
+``lax.scan`` the decision loop and ``vmap`` it over seeds and hyperparameter
+grids without rewriting the kernel:
+
+* static structure (sizes, intervals, step counts) lives in the frozen,
+  hashable :class:`DQNConfig` and is bound by the factory
+  :func:`make_selector`;
+* the hyperparameters one may want to sweep (``lr``, ``gamma``, the ε
+  endpoints, the reward weights) travel as the dynamic pytree
+  :class:`DQNHParams` of ``f32[]`` scalars, so a batch of them is just a
+  ``DQNHParams`` of ``f32[G]`` arrays under ``vmap``.
+
+The learning rate is applied as ``updates * (−lr)`` after
+``optax.scale_by_adam``, which is exactly ``optax.adam`` (that is
+``chain(scale_by_adam, scale(−lr))``) with a dynamic, vmappable ``lr``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+__all__ = [
+    "NEG_LARGE",
+    "Batch",
+    "DQNConfig",
+    "DQNHParams",
+    "Metrics",
+    "QNetwork",
+    "Replay",
+    "Selector",
+    "TrainState",
+    "Transition",
+    "epsilon_schedule",
+    "make_selector",
+    "masked_argmax",
+    "masked_max",
+    "replay_add",
+    "replay_init",
+    "replay_sample",
+    "reward",
+]
+
+#: Finite large negative used where a masked value can reach arithmetic
+#: (targets, losses). ``-inf`` is used only inside ``argmax``.
+NEG_LARGE = -1e9
+
+PyTree = Any
+
+
+# --------------------------------------------------------------------------
+# Configuration and hyperparameters.
+# --------------------------------------------------------------------------
+class DQNHParams(NamedTuple):
+    """Dynamic (vmappable) hyperparameters; every field ``f32[]`` (or ``f32[G]``
+    when vmapped over a grid of ``G`` settings)."""
+
+    lr: jnp.ndarray  # f32[] Adam learning rate (Table 3: 1e-3)
+    gamma: jnp.ndarray  # f32[] discount γ (Table 3: 0.95), Eq. 11-12
+    eps_start: jnp.ndarray  # f32[] initial exploration ε (Table 3: 0.30)
+    eps_end: jnp.ndarray  # f32[] final exploration ε (Table 3: 0.05)
+    lam_w: jnp.ndarray  # f32[] call penalty λ_w (Table 3: 0.15), Eq. 10
+    lam_f: jnp.ndarray  # f32[] failure penalty λ_f (Table 3: 0.25), Eq. 10
+    lam_tau: jnp.ndarray  # f32[] token penalty λ_τ (Table 3: 0.02), Eq. 10
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    """Static DQN configuration with the Table 3 defaults (Appendix C.2).
+
+    Attributes:
+        total_decisions: Training decision steps (Table 3: 2,000). Table 3
+            counts decisions, not tasks.
+        hidden: Hidden widths of the ReLU MLP (Table 3 / App. C.1: (64, 64)).
+        lr: Adam learning rate (Table 3: 1e-3); default of ``hparams().lr``.
+        adam_eps: Adam ε (Table 3: 1e-8).
+        adam_b1: Adam β1. Not stated in the paper; optax/PyTorch default 0.9.
+        adam_b2: Adam β2. Not stated in the paper; optax/PyTorch default 0.999.
+        learning_starts: Decisions before the first gradient update
+            (Table 3: 100).
+        train_every: One gradient update every this many decisions
+            (Table 3: 4).
+        gamma: Discount γ (Table 3: 0.95); default of ``hparams().gamma``.
+        buffer_capacity: Replay capacity in transitions (Table 3: 10^4).
+        batch_size: Minibatch size (Table 3: 32).
+        target_sync_every: Target synchronisation interval. Table 3 says "250
+            steps"; since Table 3 counts *decisions* (environment steps),
+            we interpret it as ``θ⁻ ← θ`` every 250 decisions (i.e. when
+            ``decisions % 250 == 0``), not every 250 gradient updates.
+        eps_start: Initial ε (Table 3: 0.30).
+        eps_end: Final ε (Table 3: 0.05).
+        eps_decay_fraction: Our choice (the paper gives only the endpoints):
+            ε decays linearly from ``eps_start`` to ``eps_end`` over the first
+            ``eps_decay_fraction * total_decisions`` decisions (the first
+            half by default) and stays at ``eps_end`` afterwards.
+        checkpoint_every: Candidate checkpoints are evaluated every this many
+            training decisions (App. C.2: 250). Used by the driver.
+        obs_dim: Observation size (Eq. 9: 98).
+        n_actions: Skip + ``L = 4`` slots (5).
+        lam_w: Call penalty λ_w (Table 3: 0.15), Eq. 10.
+        lam_f: Failure penalty λ_f (Table 3: 0.25), Eq. 10.
+        lam_tau: Token penalty λ_τ (Table 3: 0.02), Eq. 10.
+        tau0: Token scale τ0 (Table 3: 10^4 tokens), Eq. 10.
+        seeds: Selector seeds (Table 3: 0-4). Used by the driver.
+    """
+
+    total_decisions: int = 2000
+    hidden: tuple[int, ...] = (64, 64)
+    lr: float = 1e-3
+    adam_eps: float = 1e-8
+    adam_b1: float = 0.9
+    adam_b2: float = 0.999
+    learning_starts: int = 100
+    train_every: int = 4
+    gamma: float = 0.95
+    buffer_capacity: int = 10_000
+    batch_size: int = 32
+    target_sync_every: int = 250
+    eps_start: float = 0.30
+    eps_end: float = 0.05
+    eps_decay_fraction: float = 0.5
+    checkpoint_every: int = 250
+    obs_dim: int = 98
+    n_actions: int = 5
+    lam_w: float = 0.15
+    lam_f: float = 0.25
+    lam_tau: float = 0.02
+    tau0: float = 1e4
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+
+    def __post_init__(self):
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        for name in (
+            "total_decisions",
+            "train_every",
+            "buffer_capacity",
+            "batch_size",
+            "target_sync_every",
+            "checkpoint_every",
+            "obs_dim",
+            "n_actions",
+        ):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"DQNConfig.{name} must be >= 1")
+        if self.learning_starts < 0:
+            raise ValueError("DQNConfig.learning_starts must be >= 0")
+        if not 0.0 <= self.eps_decay_fraction <= 1.0:
+            raise ValueError("DQNConfig.eps_decay_fraction must be in [0, 1]")
+        if self.tau0 <= 0:
+            raise ValueError("DQNConfig.tau0 must be > 0")
+
+    @property
+    def eps_decay_steps(self) -> float:
+        """Decisions over which ε decays linearly (at least 1)."""
+        return max(1.0, float(self.eps_decay_fraction) * float(self.total_decisions))
+
+    def hparams(self) -> DQNHParams:
+        """The dynamic hyperparameters of this config as ``f32[]`` scalars."""
+        f = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+        return DQNHParams(
+            lr=f(self.lr),
+            gamma=f(self.gamma),
+            eps_start=f(self.eps_start),
+            eps_end=f(self.eps_end),
+            lam_w=f(self.lam_w),
+            lam_f=f(self.lam_f),
+            lam_tau=f(self.lam_tau),
+        )
+
+
+# --------------------------------------------------------------------------
+# Reward (Eq. 10) and masked reductions.
+# --------------------------------------------------------------------------
+def reward(solved_final, d_calls, d_failed, d_tokens, hp, tau0: float = 1e4):
+    """Per-decision reward of Eq. 10.
+
+    ``r_t = 1[t=T] 1[solved] − λ_w δw_t − λ_f δf_t − λ_τ δτ_t / τ0``
+
+    Works elementwise on Python/NumPy/JAX scalars or arrays (broadcasting).
+    The increments are the nonnegative changes of the charged counters for
+    this decision; they are used as given (not clipped).
+
+    Args:
+        solved_final: ``bool[...]``: ``1[t=T] 1[solved]``, true only at the
+            final decision of a solved task.
+        d_calls: ``f32[...]`` evaluator calls charged to the decision (δw).
+        d_failed: ``f32[...]`` failed evaluated actions (δf).
+        d_tokens: ``f32[...]`` tokens charged to the decision (δτ).
+        hp: Anything with ``lam_w``, ``lam_f``, ``lam_tau`` (a
+            :class:`DQNHParams` or a :class:`DQNConfig`).
+        tau0: Token scale τ0 (Table 3: 10^4).
+
+    Returns:
+        ``f32[...]`` reward.
+    """
+    f32 = jnp.float32
+    return (
+        jnp.asarray(solved_final, f32)
+        - jnp.asarray(hp.lam_w, f32) * jnp.asarray(d_calls, f32)
+        - jnp.asarray(hp.lam_f, f32) * jnp.asarray(d_failed, f32)
+        - jnp.asarray(hp.lam_tau, f32) * jnp.asarray(d_tokens, f32) / jnp.asarray(tau0, f32)
+    )
+
+
+def masked_argmax(q: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
+    """``argmax_{j valid} q[..., j]``: an invalid action never wins.
+
+    Invalid entries become ``-inf`` (only inside the argmax), so any finite
+    valid value beats them. A row without valid actions returns 0 (skip).
+
+    Args:
+        q: ``f32[..., A]`` scores.
+        mask: ``bool[..., A]`` valid actions.
+
+    Returns:
+        ``i32[...]`` chosen action.
+    """
+    return jnp.argmax(jnp.where(mask, q, -jnp.inf), axis=-1).astype(jnp.int32)
+
+
+def masked_max(q: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
+    """``max_{j valid} q[..., j]`` (the max in Eq. 12).
+
+    Returns exactly the best valid value (no sentinel leaks into a row with a
+    valid action); a row without any valid action returns the finite
+    :data:`NEG_LARGE`, never ``-inf``.
+
+    Args:
+        q: ``f32[..., A]`` scores.
+        mask: ``bool[..., A]`` valid actions.
+
+    Returns:
+        ``f32[...]``.
+    """
+    idx = masked_argmax(q, mask)
+    best = jnp.take_along_axis(q, idx[..., None], axis=-1)[..., 0]
+    return jnp.where(jnp.any(mask, axis=-1), best, jnp.asarray(NEG_LARGE, q.dtype))
+
+
+def _with_skip(mask: jnp.ndarray) -> jnp.ndarray:
+    """Skip (action 0) is always valid (App. C.1): ``J_t = {0, …, |R_t|}``."""
+    return jnp.asarray(mask, bool).at[..., 0].set(True)
+
+
+def epsilon_schedule(decisions, hp: DQNHParams, decay_steps: float):
+    """Linear ε schedule (Table 3: 0.30 → 0.05; decay length is our choice).
+
+    ``ε(t) = eps_start + (eps_end − eps_start) · clip(t / decay_steps, 0, 1)``
+
+    Args:
+        decisions: ``i32[]`` decisions taken so far.
+        hp: Dynamic hyperparameters (``eps_start``, ``eps_end``).
+        decay_steps: Static float, ``DQNConfig.eps_decay_steps``.
+
+    Returns:
+        ``f32[]`` ε.
+    """
+    frac = jnp.clip(jnp.asarray(decisions, jnp.float32) / decay_steps, 0.0, 1.0)
+    return hp.eps_start + (hp.eps_end - hp.eps_start) * frac
+
+
+# --------------------------------------------------------------------------
+# Q-network.
+# --------------------------------------------------------------------------
+class QNetwork(nn.Module):
+    """ReLU MLP ``98 → 64 → 64 → 5`` (App. C.1, Table 3).
+
+    Layers are ``Dense_0 … Dense_{len(hidden)}`` (flax default names, default
+    LeCun-normal kernels and zero biases). Maps ``f32[..., obs_dim]`` to
+    ``f32[..., n_actions]``: one value for skip and one per record slot.
+    """
+
+    hidden: tuple[int, ...] = (64, 64)
+    n_actions: int = 5
+
+    @nn.compact
+    def __call__(self, z: jnp.ndarray) -> jnp.ndarray:
+        x = z
+        for width in self.hidden:
+            x = nn.relu(nn.Dense(width)(x))
+        return nn.Dense(self.n_actions)(x)
+
+
+# --------------------------------------------------------------------------
+# Replay buffer (pure ring buffer).
+# --------------------------------------------------------------------------
+class Replay(NamedTuple):
+    """Fixed-capacity ring buffer of transitions ``(z, j, r, z', J', d)``."""
+
+    obs: jnp.ndarray  # f32[C, obs_dim] z_t
+    action: jnp.ndarray  # i32[C] j_t
+    reward: jnp.ndarray  # f32[C] r_t (Eq. 10)
+    next_obs: jnp.ndarray  # f32[C, obs_dim] z_{t+1}
+    next_mask: jnp.ndarray  # bool[C, n_actions] valid actions J_{t+1}
+    done: jnp.ndarray  # f32[C] d_t (1 = episode ended)
+    ptr: jnp.ndarray  # i32[] next write position
+    size: jnp.ndarray  # i32[] filled entries, <= C
+
+
+class Transition(NamedTuple):
+    """One decision's outcome (Algorithm 1, line 22)."""
+
+    obs: jnp.ndarray  # f32[obs_dim]
+    action: jnp.ndarray  # i32[]
+    reward: jnp.ndarray  # f32[]
+    next_obs: jnp.ndarray  # f32[obs_dim]
+    next_mask: jnp.ndarray  # bool[n_actions]
+    done: jnp.ndarray  # f32[] (or bool[])
+
+
+class Batch(NamedTuple):
+    """A minibatch of transitions (same fields as :class:`Transition`)."""
+
+    obs: jnp.ndarray  # f32[B, obs_dim]
+    action: jnp.ndarray  # i32[B]
+    reward: jnp.ndarray  # f32[B]
+    next_obs: jnp.ndarray  # f32[B, obs_dim]
+    next_mask: jnp.ndarray  # bool[B, n_actions]
+    done: jnp.ndarray  # f32[B]
+
+
+def replay_init(capacity: int, obs_dim: int = 98, n_actions: int = 5) -> Replay:
+    """Empty replay buffer (static ``capacity``, ``obs_dim``, ``n_actions``)."""
+    return Replay(
+        obs=jnp.zeros((capacity, obs_dim), jnp.float32),
+        action=jnp.zeros((capacity,), jnp.int32),
+        reward=jnp.zeros((capacity,), jnp.float32),
+        next_obs=jnp.zeros((capacity, obs_dim), jnp.float32),
+        next_mask=jnp.zeros((capacity, n_actions), bool),
+        done=jnp.zeros((capacity,), jnp.float32),
+        ptr=jnp.zeros((), jnp.int32),
+        size=jnp.zeros((), jnp.int32),
+    )
+
+
+def replay_add(replay: Replay, obs, action, reward, next_obs, next_mask, done) -> Replay:
+    """Write one transition at ``ptr`` (overwriting the oldest when full).
+
+    Args:
+        replay: Buffer with capacity ``C``.
+        obs: ``f32[obs_dim]``.
+        action: ``i32[]``.
+        reward: ``f32[]``.
+        next_obs: ``f32[obs_dim]``.
+        next_mask: ``bool[n_actions]``.
+        done: ``f32[]`` or ``bool[]``.
+
+    Returns:
+        The new buffer; ``ptr ← (ptr + 1) mod C``, ``size ← min(size + 1, C)``.
+    """
+    cap = replay.action.shape[0]
+    i = replay.ptr
+    return Replay(
+        obs=replay.obs.at[i].set(jnp.asarray(obs, jnp.float32)),
+        action=replay.action.at[i].set(jnp.asarray(action, jnp.int32)),
+        reward=replay.reward.at[i].set(jnp.asarray(reward, jnp.float32)),
+        next_obs=replay.next_obs.at[i].set(jnp.asarray(next_obs, jnp.float32)),
+        next_mask=replay.next_mask.at[i].set(jnp.asarray(next_mask, bool)),
+        done=replay.done.at[i].set(jnp.asarray(done, jnp.float32)),
+        ptr=((i + 1) % cap).astype(jnp.int32),
+        size=jnp.minimum(replay.size + 1, cap).astype(jnp.int32),
+    )
+
+
+def replay_sample(replay: Replay, key: jax.Array, batch_size: int) -> Batch:
+    """Uniform sample, with replacement, from the filled part of the buffer.
+
+    Indices are ``randint(key, (batch_size,), 0, max(size, 1))``: an empty
+    buffer yields copies of the (zero) slot 0.
+
+    Args:
+        replay: Buffer.
+        key: PRNG key.
+        batch_size: Static ``B``.
+
+    Returns:
+        :class:`Batch` with leading dimension ``B``.
+    """
+    idx = jax.random.randint(key, (batch_size,), 0, jnp.maximum(replay.size, 1))
+    return Batch(
+        obs=replay.obs[idx],
+        action=replay.action[idx],
+        reward=replay.reward[idx],
+        next_obs=replay.next_obs[idx],
+        next_mask=replay.next_mask[idx],
+        done=replay.done[idx],
+    )
+
+
+# --------------------------------------------------------------------------
+# Training state and the selector factory.
+# --------------------------------------------------------------------------
+class TrainState(NamedTuple):
+    """Selector learner state (a pytree; vmappable over seeds/grids)."""
+
+    params: PyTree  # Q_θ params: {"Dense_i": {"kernel": f32[in, out], "bias": f32[out]}}
+    target_params: PyTree  # Q_θ⁻ params, same structure
+    opt_state: PyTree  # optax ScaleByAdamState(count i32[], mu, nu) for params
+    step: jnp.ndarray  # i32[] gradient updates done
+    decisions: jnp.ndarray  # i32[] decisions observed (drives ε and schedules)
+
+
+class Metrics(NamedTuple):
+    """Per-call diagnostics (zeros when no update ran)."""
+
+    loss: jnp.ndarray  # f32[] Eq. 13 minibatch loss (before the step)
+    q_mean: jnp.ndarray  # f32[] mean Q_θ(z, j) over the batch
+    td_abs: jnp.ndarray  # f32[] mean |y − Q_θ(z, j)|
+    grad_norm: jnp.ndarray  # f32[] global gradient norm
+    updated: jnp.ndarray  # bool[] a gradient step ran
+    synced: jnp.ndarray  # bool[] θ⁻ ← θ happened
+
+
+def _no_update_metrics() -> Metrics:
+    z = jnp.zeros((), jnp.float32)
+    f = jnp.zeros((), bool)
+    return Metrics(loss=z, q_mean=z, td_abs=z, grad_norm=z, updated=f, synced=f)
+
+
+class Selector(NamedTuple):
+    """Pure (by default jitted) functions of the DQN selector.
+
+    All take/return pytrees only, so they compose with ``lax.scan`` and
+    ``vmap`` (seeds: vmap ``key``; grids: vmap ``hp``).
+    """
+
+    config: DQNConfig
+    init: Callable  # (key, hp) -> TrainState
+    q_values: Callable  # (params, obs f32[..., 98]) -> f32[..., 5]
+    epsilon: Callable  # (decisions i32[], hp) -> f32[]
+    act: Callable  # (state, key, obs f32[..., 98], mask bool[..., 5], hp) -> i32[...]
+    greedy: Callable  # (params, obs f32[..., 98], mask bool[..., 5]) -> i32[...]
+    loss: Callable  # (params, target_params, batch, hp) -> (f32[], aux)
+    train_step: Callable  # (state, batch, hp) -> (state, Metrics)
+    update: Callable  # (state, replay, key, hp) -> (state, Metrics)
+    observe: Callable  # (state, replay, key, transition, hp) -> (state, replay, Metrics)
+
+
+def make_selector(config: DQNConfig = DQNConfig(), *, jit: bool = True) -> Selector:
+    """Build the selector's pure functions for a static ``config``.
+
+    Args:
+        config: Static configuration (sizes, intervals, Adam β/ε).
+        jit: Wrap each function in ``jax.jit`` (they stay traceable inside an
+            outer ``jit``/``scan``/``vmap``). ``False`` returns the raw pure
+            functions.
+
+    Returns:
+        :class:`Selector`.
+    """
+    cfg = config
+    net = QNetwork(hidden=cfg.hidden, n_actions=cfg.n_actions)
+    adam = optax.scale_by_adam(b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps)
+    decay_steps = cfg.eps_decay_steps
+
+    def init(key: jax.Array, hp: DQNHParams) -> TrainState:
+        """Fresh learner: ``θ`` from ``key``, ``θ⁻ = θ``, zero Adam moments.
+
+        ``hp`` is unused (Adam's state does not depend on ``lr``); it is
+        accepted so that ``init`` vmaps like the other functions.
+        """
+        del hp
+        params = net.init(key, jnp.zeros((cfg.obs_dim,), jnp.float32))["params"]
+        return TrainState(
+            params=params,
+            target_params=jax.tree.map(jnp.array, params),
+            opt_state=adam.init(params),
+            step=jnp.zeros((), jnp.int32),
+            decisions=jnp.zeros((), jnp.int32),
+        )
+
+    def q_values(params: PyTree, obs: jnp.ndarray) -> jnp.ndarray:
+        """``Q_θ(z, ·)``: ``f32[..., obs_dim] → f32[..., n_actions]`` (Eq. 11)."""
+        return net.apply({"params": params}, obs)
+
+    def epsilon(decisions, hp: DQNHParams) -> jnp.ndarray:
+        """ε at ``decisions`` (linear decay, then flat); see :func:`epsilon_schedule`."""
+        return epsilon_schedule(decisions, hp, decay_steps)
+
+    def greedy(params: PyTree, obs: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
+        """Held-out policy ``argmax_{j ∈ J_t} Q_θ(z_t, j)`` (App. C.2).
+
+        Args:
+            params: Q-network params.
+            obs: ``f32[..., obs_dim]``.
+            mask: ``bool[..., n_actions]``; skip is forced valid.
+
+        Returns:
+            ``i32[...]`` action.
+        """
+        return masked_argmax(q_values(params, obs), _with_skip(mask))
+
+    def act(state: TrainState, key: jax.Array, obs, mask, hp: DQNHParams) -> jnp.ndarray:
+        """ε-greedy over the valid actions (App. C.2, Algorithm 1 line 19).
+
+        With probability ``ε(state.decisions)`` the action is uniform over the
+        valid actions (argmax of i.i.d. uniforms restricted to the mask),
+        otherwise the masked greedy action. Invalid actions are never chosen.
+
+        Args:
+            state: Learner state (``params``, ``decisions``).
+            key: PRNG key.
+            obs: ``f32[..., obs_dim]``.
+            mask: ``bool[..., n_actions]``; skip is forced valid.
+            hp: Dynamic hyperparameters (ε endpoints).
+
+        Returns:
+            ``i32[...]`` action.
+        """
+        mask = _with_skip(mask)
+        k_explore, k_random = jax.random.split(key)
+        eps = epsilon(state.decisions, hp)
+        explore = jax.random.uniform(k_explore, mask.shape[:-1]) < eps
+        random_action = masked_argmax(jax.random.uniform(k_random, mask.shape), mask)
+        greedy_action = masked_argmax(q_values(state.params, obs), mask)
+        return jnp.where(explore, random_action, greedy_action).astype(jnp.int32)
+
+    def loss(params: PyTree, target_params: PyTree, batch: Batch, hp: DQNHParams):
+        """Eq. 13 on a minibatch with the Eq. 12 masked target.
+
+        ``y = r + γ (1 − d) max_{j' ∈ J'} Q_{θ⁻}(z', j')`` (no gradient through
+        ``y``), ``L = mean_b (y_b − Q_θ(z_b, j_b))²``.
+
+        Returns:
+            ``(loss f32[], (q_sa f32[B], td f32[B]))``.
+        """
+        q = q_values(params, batch.obs)  # f32[B, A]
+        q_sa = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
+        q_next = q_values(target_params, batch.next_obs)  # f32[B, A]
+        v_next = masked_max(q_next, _with_skip(batch.next_mask))  # f32[B]
+        not_done = 1.0 - jnp.asarray(batch.done, jnp.float32)
+        y = jax.lax.stop_gradient(batch.reward + hp.gamma * not_done * v_next)
+        td = y - q_sa
+        return jnp.mean(td**2), (q_sa, td)
+
+    def train_step(state: TrainState, batch: Batch, hp: DQNHParams):
+        """One Adam step on Eq. 13 for a given minibatch.
+
+        Equivalent to ``optax.adam(hp.lr, b1, b2, eps)``: Adam moments from
+        ``optax.scale_by_adam``, then ``updates * (−lr)``.
+
+        Returns:
+            ``(state, Metrics)`` with ``step`` incremented.
+        """
+        (l, (q_sa, td)), grads = jax.value_and_grad(loss, has_aux=True)(
+            state.params, state.target_params, batch, hp
+        )
+        updates, opt_state = adam.update(grads, state.opt_state, state.params)
+        neg_lr = -jnp.asarray(hp.lr, jnp.float32)
+        updates = jax.tree.map(lambda u: u * neg_lr.astype(u.dtype), updates)
+        params = optax.apply_updates(state.params, updates)
+        metrics = Metrics(
+            loss=l,
+            q_mean=jnp.mean(q_sa),
+            td_abs=jnp.mean(jnp.abs(td)),
+            grad_norm=optax.tree.norm(grads),
+            updated=jnp.ones((), bool),
+            synced=jnp.zeros((), bool),
+        )
+        new_state = state._replace(params=params, opt_state=opt_state, step=state.step + 1)
+        return new_state, metrics
+
+    def update(state: TrainState, replay: Replay, key: jax.Array, hp: DQNHParams):
+        """Sample ``batch_size`` transitions uniformly and take one Adam step."""
+        batch = replay_sample(replay, key, cfg.batch_size)
+        return train_step(state, batch, hp)
+
+    def observe(state: TrainState, replay: Replay, key: jax.Array, transition, hp: DQNHParams):
+        """Record one decision and run the scheduled learning (Algorithm 1, 22-23).
+
+        1. add ``transition`` to the replay buffer and increment
+           ``decisions`` (to ``t``);
+        2. if ``t >= learning_starts`` and ``t % train_every == 0``: one
+           :func:`update` (``lax.cond``, so it stays jittable);
+        3. if ``t % target_sync_every == 0``: ``θ⁻ ← θ`` (after step 2).
+
+        Args:
+            state: Learner state.
+            replay: Replay buffer.
+            key: PRNG key for minibatch sampling.
+            transition: :class:`Transition` (or any 6-tuple in that order).
+            hp: Dynamic hyperparameters.
+
+        Returns:
+            ``(state, replay, Metrics)``.
+        """
+        replay = replay_add(replay, *transition)
+        t = state.decisions + 1
+        state = state._replace(decisions=t)
+        do_update = (t >= cfg.learning_starts) & (t % cfg.train_every == 0)
+        state, metrics = jax.lax.cond(
+            do_update,
+            lambda s: update(s, replay, key, hp),
+            lambda s: (s, _no_update_metrics()),
+            state,
+        )
+        sync = t % cfg.target_sync_every == 0
+        target = jax.tree.map(
+            lambda old, new: jnp.where(sync, new, old), state.target_params, state.params
+        )
+        state = state._replace(target_params=target)
+        return state, replay, metrics._replace(synced=sync)
+
+    fns = dict(
+        init=init,
+        q_values=q_values,
+        epsilon=epsilon,
+        act=act,
+        greedy=greedy,
+        loss=loss,
+        train_step=train_step,
+        update=update,
+        observe=observe,
+    )
+    if jit:
+        fns = {k: jax.jit(v) for k, v in fns.items()}
+    return Selector(config=cfg, **fns)

@@ -1,0 +1,294 @@
+"""Tests for the SQL world model (cfjax.worlds.sql)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cfjax.suites.base import Task
+from cfjax.worlds.base import Evaluator, Outcome
+from cfjax.worlds.sql import SQLWorld, split_statements
+
+CITIES = ["Paris", "Berlin", "Rome", "Oslo", "Lima"]
+
+
+def _task(gold: str, *, task_id: str = "t", ordered: bool = False, env_id: str = "hr") -> Task:
+    return Task(
+        task_id=task_id,
+        question="q",
+        env_id=env_id,
+        gold=gold,
+        context="people(id, name, age, city, email)",
+        ordered=ordered,
+    )
+
+
+def _fingerprint(path: Path) -> tuple[str, int]:
+    return hashlib.sha256(path.read_bytes()).hexdigest(), os.stat(path).st_mtime_ns
+
+
+@pytest.fixture()
+def db_path(tmp_path: Path) -> Path:
+    path = tmp_path / "hr.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT NOT NULL, age INTEGER, "
+        "city TEXT, email TEXT)"
+    )
+    rows = []
+    for i in range(1, 31):
+        email = None if i % 4 == 0 else f"p{i}@example.org"
+        rows.append((i, f"Person{i}", 18 + (i * 7) % 40, CITIES[i % len(CITIES)], email))
+    conn.executemany("INSERT INTO people VALUES (?, ?, ?, ?, ?)", rows)
+    conn.execute("CREATE TABLE prices (item TEXT, price REAL)")
+    conn.executemany(
+        "INSERT INTO prices VALUES (?, ?)", [("a", 0.1), ("b", 0.2), ("c", 1 / 3), ("d", 2.5)]
+    )
+    conn.commit()
+    conn.close()
+    # Make the mtime clearly in the past so a rewrite would be detected.
+    os.utime(path, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+    return path
+
+
+@pytest.fixture()
+def world(db_path: Path) -> Iterator[SQLWorld]:
+    w = SQLWorld({"hr": db_path}, timeout_s=0.5, max_rows=500)
+    yield w
+    w.close()
+
+
+GOLD_AT_LEAST = "SELECT name FROM people WHERE age >= 40"
+
+
+def test_is_evaluator(world: SQLWorld) -> None:
+    assert isinstance(world, Evaluator)
+    assert world.env_ids == ("hr",)
+
+
+def test_correct_query_scores_one(world: SQLWorld) -> None:
+    task = _task(GOLD_AT_LEAST)
+    out = world.evaluate(task, "SELECT p.name AS n FROM people p WHERE p.age > 39 ORDER BY name")
+    assert isinstance(out, Outcome)
+    assert (out.score, out.solved, out.completed, out.error) == (1.0, True, True, None)
+    assert out.elapsed_s > 0
+    assert world.evaluate(task, GOLD_AT_LEAST).score == 1.0
+
+
+def test_wrong_boundary_partial_credit(world: SQLWorld) -> None:
+    task = _task(GOLD_AT_LEAST)
+    n_exp = len(world.reference_rows(task))
+    n_got = len(world.reference_rows(_task("SELECT name FROM people WHERE age > 40", task_id="gt")))
+    assert 0 < n_got < n_exp
+    out = world.evaluate(task, "SELECT name FROM people WHERE age > 40")
+    assert out.completed and not out.solved and out.error is None
+    assert 0.0 < out.score < 1.0
+    assert out.score == pytest.approx(0.9 * 2 * n_got / (n_got + n_exp))
+    assert f"returned {n_got} rows" in out.feedback
+    assert f"expected result has {n_exp} rows" in out.feedback
+    assert "age" not in out.feedback and ">=" not in out.feedback  # gold not revealed
+    assert len(out.feedback) < 800
+
+
+def test_no_partial_credit(db_path: Path) -> None:
+    w = SQLWorld({"hr": db_path}, partial_credit=False)
+    out = w.evaluate(_task(GOLD_AT_LEAST), "SELECT name FROM people WHERE age > 40")
+    assert out.score == 0.0 and not out.solved and out.completed
+    w.close()
+
+
+def test_multiset_duplicates_matter(world: SQLWorld) -> None:
+    task = _task("SELECT city FROM people")  # 30 rows, 5 distinct
+    out = world.evaluate(task, "SELECT DISTINCT city FROM people")
+    assert not out.solved
+    assert out.score == pytest.approx(0.9 * 2 * 5 / (5 + 30))
+    assert "5 rows overlap" in out.feedback
+
+
+def test_order_ignored_unless_ordered(world: SQLWorld) -> None:
+    unordered = _task("SELECT id FROM people ORDER BY id", task_id="u")
+    assert world.evaluate(unordered, "SELECT id FROM people ORDER BY id DESC").solved
+    ordered = _task("SELECT id FROM people ORDER BY id", task_id="o", ordered=True)
+    good = world.evaluate(ordered, "SELECT id FROM people ORDER BY id")
+    assert good.solved and good.score == 1.0
+    bad = world.evaluate(ordered, "SELECT id FROM people ORDER BY id DESC")
+    assert bad.completed and not bad.solved
+    assert bad.score == 0.5
+    assert "order differs" in bad.feedback
+    # Ordered task with a different multiset: 0.9 * F1.
+    short = world.evaluate(ordered, "SELECT id FROM people WHERE id <= 15 ORDER BY id")
+    assert short.score == pytest.approx(0.9 * 2 * 15 / 45)
+
+
+def test_float_tolerance(world: SQLWorld) -> None:
+    task = _task("SELECT item, price FROM prices")
+    out = world.evaluate(
+        task,
+        "SELECT item, price + 1e-9 FROM prices UNION ALL SELECT 'x', 1 LIMIT 4",
+    )
+    assert out.solved
+    # int vs float compared numerically
+    task2 = _task("SELECT 2.5 * 2", task_id="f2")
+    assert world.evaluate(task2, "SELECT 5").solved
+    # beyond tolerance
+    out3 = world.evaluate(task, "SELECT item, price + 1e-3 FROM prices")
+    assert not out3.solved and out3.score == 0.0
+    # values straddling a rounding boundary still match
+    task4 = _task("SELECT 0.12345649999999", task_id="f4")
+    assert world.evaluate(task4, "SELECT 0.1234565").solved
+    # strings are exact and never equal numbers
+    task5 = _task("SELECT 'Paris'", task_id="f5")
+    assert not world.evaluate(task5, "SELECT 'paris'").solved
+    task6 = _task("SELECT 5", task_id="f6")
+    assert not world.evaluate(task6, "SELECT '5'").solved
+
+
+def test_null_handling(world: SQLWorld) -> None:
+    task = _task("SELECT id, email FROM people WHERE id <= 8")
+    assert world.evaluate(task, "SELECT id, email FROM people WHERE id < 9").solved
+    out = world.evaluate(task, "SELECT id, coalesce(email, '') FROM people WHERE id <= 8")
+    assert not out.solved
+    assert out.score == pytest.approx(0.9 * 2 * 6 / 16)
+    task2 = _task("SELECT NULL", task_id="n2")
+    assert world.evaluate(task2, "SELECT NULL").solved
+    assert not world.evaluate(task2, "SELECT 0").solved
+
+
+def test_column_count_mismatch(world: SQLWorld) -> None:
+    task = _task(GOLD_AT_LEAST)
+    out = world.evaluate(task, "SELECT name, age FROM people WHERE age >= 40")
+    assert out.completed and not out.solved and out.score == 0.0
+    assert "Wrong column count: got 2, expected 1" in out.feedback
+
+
+def test_empty_results(world: SQLWorld) -> None:
+    task = _task("SELECT name FROM people WHERE age > 1000")
+    assert world.evaluate(task, "SELECT name FROM people WHERE 0").solved
+    out = world.evaluate(task, "SELECT name FROM people")
+    assert out.score == 0.0 and not out.solved
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT nam FROM people", "SELEC name FROM people", "SELECT name FROM nowhere", ""],
+)
+def test_sql_errors_are_completed_outcomes(world: SQLWorld, sql: str) -> None:
+    out = world.evaluate(_task(GOLD_AT_LEAST), sql)
+    assert (out.score, out.solved, out.completed, out.error) == (0.0, False, True, "sql_error")
+    assert out.feedback.startswith("SQL error:")
+
+
+def test_sql_error_message(world: SQLWorld) -> None:
+    out = world.evaluate(_task(GOLD_AT_LEAST), "SELECT x FROM people")
+    assert out.feedback == "SQL error: no such column: x"
+
+
+HOSTILE = [
+    "DROP TABLE people",
+    "DELETE FROM people",
+    "INSERT INTO people VALUES (99, 'Eve', 50, 'Oslo', NULL)",
+    "UPDATE people SET age = 99",
+    "REPLACE INTO people VALUES (1, 'Eve', 50, 'Oslo', NULL)",
+    "EXPLAIN SELECT 1",
+    "CREATE TABLE evil (x)",
+    "ALTER TABLE people ADD COLUMN z",
+    "ATTACH DATABASE '{other}' AS x",
+    "PRAGMA writable_schema=1",
+    "PRAGMA query_only=OFF",
+    "SELECT load_extension('x')",
+    "SELECT 1; DROP TABLE people",
+    "SELECT name FROM people WHERE age >= 40; DELETE FROM people",
+    "BEGIN",
+    "VACUUM",
+    "VACUUM INTO '{other}'",
+    "WITH x AS (SELECT 1) DELETE FROM people",
+    "WITH x AS (SELECT 1) INSERT INTO people SELECT 100, 'Eve', 50, 'Oslo', NULL",
+    "SELECT * FROM pragma_table_info('people')",
+]
+
+
+@pytest.mark.parametrize("sql", HOSTILE)
+def test_hostile_sql_is_refused_and_harmless(
+    world: SQLWorld, db_path: Path, tmp_path: Path, sql: str
+) -> None:
+    other = tmp_path / "other.sqlite"
+    sql = sql.format(other=other)
+    before = _fingerprint(db_path)
+    task = _task(GOLD_AT_LEAST)
+    out = world.evaluate(task, sql)
+    assert out.completed and not out.solved and out.score == 0.0
+    assert out.error == "forbidden", out
+    assert out.feedback.startswith("Forbidden:")
+    assert _fingerprint(db_path) == before
+    assert not other.exists()
+    assert not any(p.name.startswith("x") for p in tmp_path.iterdir())
+    # The evaluation copy was not polluted: the next check is unaffected.
+    assert world.evaluate(task, GOLD_AT_LEAST).score == 1.0
+    assert world.evaluate(_task("SELECT count(*) FROM people", task_id="c"), "SELECT 30").solved
+
+
+def test_source_file_untouched_by_evaluations(world: SQLWorld, db_path: Path) -> None:
+    before = _fingerprint(db_path)
+    for sql in (GOLD_AT_LEAST, "SELECT * FROM people", "SELECT bogus"):
+        world.evaluate(_task(GOLD_AT_LEAST), sql)
+    assert _fingerprint(db_path) == before
+    assert sorted(p.name for p in db_path.parent.iterdir()) == ["hr.sqlite"]
+
+
+def test_endless_recursive_cte_times_out(world: SQLWorld) -> None:
+    task = _task("SELECT count(*) FROM people")
+    sql = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c"
+    t0 = time.perf_counter()
+    out = world.evaluate(task, sql)
+    wall = time.perf_counter() - t0
+    assert (out.completed, out.error, out.score, out.solved) == (False, "timeout", 0.0, False)
+    assert wall < 0.5 + 1.0
+    assert out.elapsed_s >= 0.5
+    # still usable afterwards
+    assert world.evaluate(task, "SELECT 30").solved
+
+
+def test_too_many_rows(world: SQLWorld) -> None:
+    task = _task(GOLD_AT_LEAST)
+    t0 = time.perf_counter()
+    out = world.evaluate(task, "SELECT a.id, b.id, c.id FROM people a, people b, people c")
+    assert time.perf_counter() - t0 < 2.0
+    assert out.completed and not out.solved and out.score == 0.0
+    assert out.error == "too_many_rows"
+    assert "500" in out.feedback
+
+
+def test_unknown_env_raises(world: SQLWorld) -> None:
+    with pytest.raises(ValueError, match="nope"):
+        world.evaluate(_task(GOLD_AT_LEAST, env_id="nope"), GOLD_AT_LEAST)
+
+
+def test_failing_gold_raises(world: SQLWorld) -> None:
+    with pytest.raises(RuntimeError, match="bad-gold"):
+        world.evaluate(_task("SELECT nope FROM people", task_id="bad-gold"), "SELECT 1")
+
+
+def test_missing_database_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        SQLWorld({"x": tmp_path / "missing.sqlite"})
+
+
+def test_reference_rows_cached(world: SQLWorld) -> None:
+    task = _task("SELECT id FROM people WHERE id <= 3 ORDER BY id", ordered=True)
+    assert world.reference_rows(task) == [(1,), (2,), (3,)]
+    assert world.reference_result(task) is world.reference_result(task)
+
+
+def test_split_statements() -> None:
+    assert split_statements("SELECT 1") == ["SELECT 1"]
+    assert split_statements("SELECT 1;  -- trailing\n") == ["SELECT 1"]
+    assert split_statements("SELECT ';' AS x /* ; */ ;") == ["SELECT ';' AS x /* ; */ "]
+    assert split_statements("SELECT 'it''s'; SELECT 2") == ["SELECT 'it''s'", " SELECT 2"]
+    assert split_statements(" ; ;") == []
+    assert len(split_statements('SELECT "a;b" FROM [x;y]; DROP TABLE t')) == 2
