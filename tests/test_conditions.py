@@ -456,7 +456,7 @@ def _noisy(c: Condition, draw: Any) -> str:
     return go(c)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conditions)
 def test_round_trip_of_generated_conditions(c: Condition) -> None:
     text = str(c)
@@ -468,7 +468,7 @@ def test_round_trip_of_generated_conditions(c: Condition) -> None:
     assert parsed.attributes() == c.attributes()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_noisy_spellings_parse_to_the_same_condition(data: st.DataObject) -> None:
     c = data.draw(conditions)
@@ -513,7 +513,7 @@ _fuzz_attrs = st.dictionaries(
 )
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_fuzz_text, _fuzz_attrs)
 def test_fuzz_parse_or_condition_error(text: str, attrs: dict[str, Any]) -> None:
     try:

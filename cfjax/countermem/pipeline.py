@@ -17,6 +17,7 @@ same drafts) and the checkpoint with the best mean return is kept.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
@@ -32,7 +33,7 @@ from cfjax.checkpoint import save_params
 from cfjax.config import CounterMemConfig, save_toml, to_dict
 from cfjax.countermem.agent import Agent, Episode, skip_policy, top1_policy
 from cfjax.countermem.store import MemoryStore
-from cfjax.io import atomic_write_json
+from cfjax.io import atomic_write_text
 from cfjax.kernels import dqn
 from cfjax.ledger import Ledger
 from cfjax.llm.base import Backbone
@@ -319,6 +320,16 @@ def aggregate(results: Sequence[SeedResult]) -> list[dict]:
     return rows
 
 
+def _finite(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def _fmt(v: float | None, spec: str) -> str:
     if v is None:
         return "—"
@@ -392,6 +403,7 @@ def run(
         ],
         "config": to_dict(config),
     }
-    atomic_write_json(out / "results.json", payload, checksum=False)
+    # plain, standard JSON for users and other tools (non-finite ratios become null)
+    atomic_write_text(out / "results.json", json.dumps(_finite(payload), indent=2) + "\n")
     log(format_table(rows, backbone=backbone_label, suite=suite, seeds=config.seeds))
     return payload
