@@ -8,7 +8,7 @@ redundancy/conflict measures are documented on :class:`cfjax.config.StoreConfig`
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -58,6 +58,11 @@ class Candidate:
     def delta(self) -> float:
         return self.score_after - self.score_before
 
+    @property
+    def advice(self) -> str:
+        """The advice given: masked edit plus condition (what R and I compare)."""
+        return f"{signature(self.unit_before)} -> {signature(self.unit_after)} | {self.condition}"
+
 
 @dataclass(frozen=True)
 class Record(Candidate):
@@ -76,11 +81,6 @@ class Record(Candidate):
             self.situation, self.unit_before, self.unit_after, self.original, self.improved,
             self.evidence, self.condition if with_condition else None,
         )
-
-    @property
-    def advice(self) -> str:
-        """The advice a record gives: masked edit plus condition (for R and I)."""
-        return f"{signature(self.unit_before)} -> {signature(self.unit_after)} | {self.condition}"
 
 
 @dataclass
@@ -197,7 +197,7 @@ class MemoryStore:
 
         ``ũ = 0`` for a new record (u starts at zero, App. B.1)."""
         c = self.config
-        advice, situation = self.embedder.embed([_advice_text(cand), cand.situation])
+        advice, situation = self.embedder.embed([cand.advice, cand.situation])
         red = self._redundancy(advice)
         conf = self._conflict(cand, situation)
         d = min(max(cand.delta, 0.0), 1.0)
@@ -362,10 +362,3 @@ class MemoryStore:
             "mean_delta": float(np.mean([r.delta for r in self.records.values()])) if n else 0.0,
         }
 
-
-def _advice_text(c: Candidate) -> str:
-    return f"{signature(c.unit_before)} -> {signature(c.unit_after)} | {c.condition}"
-
-
-def records_sorted(store: MemoryStore) -> Sequence[Record]:
-    return [store.records[r] for r in sorted(store.records)]
