@@ -38,10 +38,11 @@ class StoreConfig:
     Normalisations (the paper leaves them to the implementation, App. B.4):
     ``Δ̃ = clip(Δ, 0, 1)`` (utilities are already in [0, 1]);
     ``ũ = u`` (Eq. 6 keeps u in [−1, 1]); ``F = uses / max(1, max uses in
-    the store)``; ``R(m, M) = Σ_j sim(m, m_j)·1[sim ≥ redundancy_threshold]``
-    — a soft count of stored records giving the same advice (same masked
-    edit, cosine of advice texts), so a second confirmation from another
-    source task is admitted and a third copy is not; ``I(m, M)`` = the largest
+    the store)``; ``R(m, M) = Σ_j sim(c, c_j)·1[edit_j = edit ∧ sim ≥
+    redundancy_threshold]`` — a soft count of stored records giving the same
+    advice: the same masked edit (exact signature match) under a condition
+    whose embedding has cosine ≥ the threshold, so a second confirmation from
+    another source task is admitted and a third copy is not; ``I(m, M)`` = the largest
     situation similarity among stored records whose edit is the exact
     reverse of m's and whose conditions can hold together.
     """

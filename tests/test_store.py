@@ -34,9 +34,9 @@ from cfjax.countermem.store import (
 from cfjax.io import temp_files_for
 from cfjax.suites.base import Task
 from cfjax.suites.sql import observe_attrs
+from cfjax.worlds.sql_edits import signature
 
-# one-unit edits whose masked advice texts are far apart (pairwise advice
-# cosine well below the 0.9 redundancy threshold), so R = 0 among them
+# one-unit edits with pairwise different masked edits, so R = 0 among them
 EDITS = [
     ("SELECT name FROM employees WHERE age > 30", "age > 30", "age >= 30",
      "SELECT name FROM employees WHERE age >= 30"),
@@ -76,18 +76,20 @@ def task(task_id: str, question: str, *, env: str = "hr", tables: tuple[str, ...
     return Task(task_id, question, env, "SELECT 1", "", attrs)
 
 
-def advice_vec(store: MemoryStore, text: str) -> np.ndarray:
+def emb(store: MemoryStore, text: str) -> np.ndarray:
     return store.embedder.embed([text])[0].astype(np.float64)
 
 
-def hand_R(store: MemoryStore, advice: str, exclude: int | None = None) -> float:
-    """R(m, M) = Σ_j sim(m, m_j)·1[sim ≥ threshold] over stored records (StoreConfig doc)."""
-    v = advice_vec(store, advice)
+def hand_R(store: MemoryStore, unit_before: str, unit_after: str, condition: str, exclude: int | None = None) -> float:
+    """R(m, M) as documented on StoreConfig: Σ_j sim(c, c_j) over stored records with the same
+    masked edit (exact signature match) whose condition cosine is ≥ redundancy_threshold."""
+    edit = (signature(unit_before), signature(unit_after))
+    v = emb(store, condition)
     r = 0.0
     for rid, rec in store.records.items():
-        if rid == exclude:
+        if rid == exclude or (signature(rec.unit_before), signature(rec.unit_after)) != edit:
             continue
-        s = float(v @ advice_vec(store, rec.advice))
+        s = float(v @ emb(store, rec.condition))
         if s >= store.config.redundancy_threshold:
             r += s
     return r
@@ -96,13 +98,9 @@ def hand_R(store: MemoryStore, advice: str, exclude: int | None = None) -> float
 # --------------------------------------------------------------------------- Eq. 4
 
 
-def test_advice_texts_of_test_edits_are_not_redundant():
-    store = MemoryStore()
-    vs = np.stack([advice_vec(store, f"{c.unit_before} -> {c.unit_after} | none")
-                   for c in (cand(i) for i in range(len(EDITS)))])
-    sims = vs @ vs.T
-    np.fill_diagonal(sims, 0.0)
-    assert sims.max() < 0.9  # precondition of the hand computations below
+def test_test_edits_have_distinct_masked_edits():
+    sigs = {(signature(c.unit_before), signature(c.unit_after)) for c in (cand(i) for i in range(len(EDITS)))}
+    assert len(sigs) == len(EDITS)  # precondition of the hand computations below (R = 0 among them)
 
 
 @pytest.mark.parametrize("delta", [0.06, 0.3, 0.9, 1.0])
@@ -191,11 +189,6 @@ def test_conflict_of_reversed_universal_edit_on_same_situation():
     assert store.admission_score(cand(0, src="t3", condition="none", situation=sit))[2] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: R counts different masked edits as the same advice. The hashing embedder is a bag of "
-    "word-level char n-grams, so 'A -> B | c' and 'B -> A | c' embed identically (cos = 1) and "
-    "'<id> > <num> -> <id> >= <num>' vs '<id> < <num> -> <id> <= <num>' has cos 0.96 >= 0.9; "
-    "StoreConfig documents R as a soft count of records with the same masked edit."))
 @pytest.mark.parametrize("ub,ua", [("age >= 40", "age > 40"), ("age < 40", "age <= 40")],
                          ids=["reversed_edit", "upper_bound_edit"])
 def test_redundancy_counts_only_the_same_masked_edit(ub, ua):
@@ -206,6 +199,17 @@ def test_redundancy_counts_only_the_same_masked_edit(ub, ua):
                     unit_before=ub, unit_after=ua)
     _, r, _ = store.admission_score(other)
     assert r == 0.0
+
+
+def test_redundancy_needs_a_similar_condition():
+    store = MemoryStore()
+    assert store.admit(cand(0, src="t1", delta=1.0, condition='boundary = "inclusive"')).admitted
+    same_edit_other_cond = cand(0, src="t2", delta=1.0,
+                                condition='question contains "strictly above" and column_type = "numeric"')
+    s, r, _ = store.admission_score(same_edit_other_cond)
+    assert r == pytest.approx(hand_R(store, same_edit_other_cond.unit_before, same_edit_other_cond.unit_after,
+                                     same_edit_other_cond.condition))
+    assert r == 0.0 and s == pytest.approx(1.0)
 
 
 # --------------------------------------------------------------------------- Eq. 5
@@ -233,11 +237,12 @@ def test_retention_scores_by_hand():
             u = (1 - cfg.rho) * u + cfg.rho * y
         assert st.u == pytest.approx(u)
         want = (cfg.alpha * min(max(rec.delta, 0.0), 1.0) + cfg.beta * u + cfg.omega * st.uses / max_uses
-                - cfg.eta * hand_R(store, rec.advice, exclude=rid))
+                - cfg.eta * hand_R(store, rec.unit_before, rec.unit_after, rec.condition, exclude=rid))
         assert got[rid] == pytest.approx(want, abs=1e-5), rid
     # the duplicated pair is penalised by R ≈ 1, the others not at all
-    assert hand_R(store, store.records[ids[0]].advice, exclude=ids[0]) == pytest.approx(1.0, abs=1e-5)
-    assert hand_R(store, store.records[ids[2]].advice, exclude=ids[2]) == 0.0
+    r0, r2 = store.records[ids[0]], store.records[ids[2]]
+    assert hand_R(store, r0.unit_before, r0.unit_after, r0.condition, exclude=ids[0]) == pytest.approx(1.0, abs=1e-5)
+    assert hand_R(store, r2.unit_before, r2.unit_after, r2.condition, exclude=ids[2]) == 0.0
 
 
 def test_retention_scores_no_uses_means_zero_frequency():
@@ -603,10 +608,18 @@ def test_save_load_round_trip(tmp_path, frozen):
         assert max(again.records) == 7
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: MemoryStore.load ignores the saved embedder (payload['embedder']['dim']) and builds a "
-    "default HashingEmbedder(dim=512), so a store saved with dim=128 cannot be loaded: "
-    "ValueError 'vectors must have shape [n, 128], got (1, 512)' from VectorIndex.add."))
+def test_random_retention_resumes_identically_after_load(tmp_path):
+    def admit_n(store, lo, hi):
+        return [store.admit(cand(n % len(EDITS), src=f"s{n}", delta=0.9, condition=f'question contains "p{n}"',
+                                 situation=f"sit {n}")).evicted for n in range(lo, hi)]
+
+    a = MemoryStore(StoreConfig(capacity=3, retention="random", seed=1))
+    admit_n(a, 0, 6)
+    a.save(tmp_path / "s.json")
+    b = MemoryStore.load(tmp_path / "s.json")
+    assert admit_n(b, 6, 12) == admit_n(a, 6, 12)
+
+
 def test_load_store_with_non_default_embedding_dim(tmp_path):
     from cfjax.embed import HashingEmbedder
 

@@ -140,10 +140,12 @@ class MemoryStore:
     embedder: HashingEmbedder = field(default_factory=HashingEmbedder)
 
     def __post_init__(self) -> None:
+        if self.embedder.dim != self.retrieval.dim:
+            raise ValueError(f"embedder dim {self.embedder.dim} != RetrievalConfig.dim {self.retrieval.dim}")
         self.records: dict[int, Record] = {}
         self.stats: dict[int, RecordStats] = {}
         self._conditions: dict[int, Condition] = {}
-        self._advice: dict[int, np.ndarray] = {}
+        self._advice: dict[int, tuple[tuple[str, str], np.ndarray]] = {}  # masked edit, condition embedding
         self._situation: dict[int, np.ndarray] = {}
         self._index = VectorIndex(self.retrieval.dim, bias_weight=self.retrieval.lambda_reuse)
         self._iid: dict[int, int] = {}  # record id -> index id
@@ -170,13 +172,17 @@ class MemoryStore:
             raise FrozenStoreError(f"the memory store is frozen; cannot {what}")
 
     # ------------------------------------------------------------------ Eq. 4
-    def _redundancy(self, advice: np.ndarray, exclude: int | None = None) -> float:
+    def _redundancy(self, edit: tuple[str, str], condition: np.ndarray, exclude: int | None = None) -> float:
+        """``R(m, M)``: soft count of stored records giving the same advice — the
+        same masked edit (exact signature match, so a reversed edit never counts)
+        under a condition whose embedding has cosine ≥ ``redundancy_threshold``
+        with m's; each such record adds that cosine."""
         thr = self.config.redundancy_threshold
         r = 0.0
-        for rid, v in self._advice.items():
-            if rid == exclude:
+        for rid, (e, v) in self._advice.items():
+            if rid == exclude or e != edit:
                 continue
-            s = float(advice @ v)
+            s = float(condition @ v)
             if s >= thr:
                 r += s
         return r
@@ -197,8 +203,8 @@ class MemoryStore:
 
         ``ũ = 0`` for a new record (u starts at zero, App. B.1)."""
         c = self.config
-        advice, situation = self.embedder.embed([cand.advice, cand.situation])
-        red = self._redundancy(advice)
+        cond_emb, situation = self.embedder.embed([cand.condition, cand.situation])
+        red = self._redundancy(_edit_key(cand), cond_emb)
         conf = self._conflict(cand, situation)
         d = min(max(cand.delta, 0.0), 1.0)
         s = c.lambda_delta * d + c.lambda_u * 0.0 - c.lambda_r * red - c.lambda_i * conf
@@ -228,12 +234,12 @@ class MemoryStore:
                          rid, tuple(evicted))
 
     def _insert(self, rec: Record, stats: RecordStats, cond: Condition) -> None:
-        advice, situation = self.embedder.embed([rec.advice, rec.situation])
+        cond_emb, situation = self.embedder.embed([rec.condition, rec.situation])
         iid = int(self._index.add(situation[None, :], np.array([stats.u]))[0])
         self.records[rec.record_id] = rec
         self.stats[rec.record_id] = stats
         self._conditions[rec.record_id] = cond
-        self._advice[rec.record_id] = advice
+        self._advice[rec.record_id] = (_edit_key(rec), cond_emb)
         self._situation[rec.record_id] = situation
         self._iid[rec.record_id] = iid
         self._rid[iid] = rec.record_id
@@ -254,7 +260,7 @@ class MemoryStore:
             st = self.stats[rid]
             d = min(max(rec.delta, 0.0), 1.0)
             f = st.uses / max_uses
-            out[rid] = c.alpha * d + c.beta * st.u + c.omega * f - c.eta * self._redundancy(self._advice[rid], rid)
+            out[rid] = c.alpha * d + c.beta * st.u + c.omega * f - c.eta * self._redundancy(*self._advice[rid], exclude=rid)
         return out
 
     def _eviction_order(self) -> list[int]:
@@ -326,10 +332,12 @@ class MemoryStore:
         return {
             "config": to_dict(self.config),
             "retrieval": to_dict(self.retrieval),
-            "embedder": {"dim": self.embedder.dim},
+            "embedder": {"dim": self.embedder.dim, "ngram_range": list(self.embedder.ngram_range),
+                         "lowercase": self.embedder.lowercase, "seed": self.embedder.seed},
             "frozen": self._frozen,
             "next_id": self._next_id,
             "clock": self._clock,
+            "rng_state": _rng_state_to_json(self._rng.getstate()),
             "records": [
                 {"record": asdict(self.records[r]), "stats": asdict(self.stats[r])} for r in sorted(self.records)
             ],
@@ -344,13 +352,18 @@ class MemoryStore:
     def load(cls, path: str | Path) -> "MemoryStore":
         """Load a store saved by :meth:`save` (checksum verified)."""
         p = read_json(Path(path))
-        store = cls(from_dict(StoreConfig, p["config"]), from_dict(RetrievalConfig, p["retrieval"]))
+        e = p["embedder"]
+        embedder = HashingEmbedder(dim=int(e["dim"]), ngram_range=tuple(e.get("ngram_range", (3, 5))),
+                                   lowercase=bool(e.get("lowercase", True)), seed=int(e.get("seed", 0)))
+        store = cls(from_dict(StoreConfig, p["config"]), from_dict(RetrievalConfig, p["retrieval"]), embedder)
         for item in p["records"]:
             rec = Record(**item["record"])
             store._insert(rec, RecordStats(**item["stats"]), parse_condition(rec.condition))
         store._next_id = int(p["next_id"])
         store._clock = int(p["clock"])
         store._frozen = bool(p["frozen"])
+        if "rng_state" in p:
+            store._rng.setstate(_rng_state_from_json(p["rng_state"]))
         return store
 
     def summary(self) -> Mapping[str, float]:
@@ -362,3 +375,16 @@ class MemoryStore:
             "mean_delta": float(np.mean([r.delta for r in self.records.values()])) if n else 0.0,
         }
 
+
+def _edit_key(c: Candidate) -> tuple[str, str]:
+    return signature(c.unit_before), signature(c.unit_after)
+
+
+def _rng_state_to_json(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _rng_state_from_json(state: list) -> tuple:
+    version, internal, gauss = state
+    return (version, tuple(internal), gauss)

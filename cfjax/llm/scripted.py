@@ -220,12 +220,14 @@ class ScriptedSQLBackbone(TextBackbone):
             lines.append(f"EDIT: REPLACE [{i}] WITH {gold[i].text}")
         rules = se.rule_edits(req.action, self.schemas.get(req.task.env_id))
         rng.shuffle(rules)
+        n_wrong = 0
         for i, text in rules:
-            if sum(1 for _ in lines) >= 1 + c.n_wrong_proposals or len(lines) >= req.k:
+            if n_wrong >= c.n_wrong_proposals or len(lines) >= req.k:
                 break
             if i < len(gold) and len(mine) == len(gold) and gold[i].text == text:
                 continue  # a wrong proposal must be wrong
             lines.append(f"EDIT: REPLACE [{i}] WITH {text}")
+            n_wrong += 1
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ Module II

@@ -207,7 +207,10 @@ def _nulls(m: _Maker) -> None:
 def _case(m: _Maker) -> None:
     for table, col, phrase in m.spec.text:
         t = m.spec.table(table)
-        vals = sorted({v for v in m.values(table, col) if v[:1].isupper() and not v.isupper()})
+        present = set(m.values(table, col))
+        # only values also stored in another capitalisation: the case trap must be observable
+        vals = sorted({v for v in present if v[:1].isupper() and not v.isupper()
+                       and any(w != v and w.lower() == v.lower() for w in present)})
         picks = m.rng.sample(vals, min(3, len(vals)))
         for variant, v in zip(("base", "new_surface", "look_alike"), picks):
             lo = v.lower()
