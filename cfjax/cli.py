@@ -77,6 +77,91 @@ def _countermem_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scripted_setup(args: argparse.Namespace, cfg):
+    from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedSQLBackbone
+    from cfjax.suites.sql import SQLSuite
+
+    if args.suite != "sql":
+        raise ValueError(f"unknown suite {args.suite!r} (available: sql)")
+    out = Path(args.out)
+    suite = SQLSuite.build(out / "databases")
+    splits = suite.splits(seed=cfg.split_seed, n_val=cfg.n_val)
+    backbone = ScriptedSQLBackbone(suite.specs, dataclasses.replace(cfg.scripted, seed=args.seed))
+    return suite, splits, backbone, SCRIPTED_LABEL
+
+
+def _countermem_table(args: argparse.Namespace) -> int:
+    from cfjax.config import CounterMemConfig, load_toml
+    from cfjax.countermem.agent import Agent
+    from cfjax.countermem.pipeline import construct
+    from cfjax.countermem.store import MemoryStore
+    from cfjax.countermem.table import build_table
+
+    cfg = load_toml(CounterMemConfig, args.config) if args.config else CounterMemConfig()
+    suite, splits, backbone, label = _scripted_setup(args, cfg)
+    out = Path(args.out)
+    progress = _progress_factory(not args.no_progress)
+    store_path = out / "store.json"
+    if store_path.exists():
+        store = MemoryStore.load(store_path)
+        print(f"reusing the frozen store {store_path} ({len(store)} records)")
+    else:
+        store = MemoryStore(cfg.store, cfg.retrieval)
+    agent = Agent(backbone, suite.world(timeout_s=cfg.sql_timeout_s), cfg, store=store, schemas=suite.specs)
+    if not store.frozen:
+        construct(agent, splits.build, seed=args.seed, progress=progress)
+        store.save(store_path)
+    table, meta = build_table(agent, splits, out, samples=args.samples, seed=args.seed, suite=args.suite,
+                              progress=progress)
+    print(f"decision table ({label}): {meta.rows} rows; roots train={meta.roots['train']} "
+          f"val={meta.roots['val']} eval={meta.roots['eval']}; sha256 {meta.hash[:16]}… → {out / 'table.npz'}")
+    return 0
+
+
+def _countermem_train_selectors(args: argparse.Namespace) -> int:
+    import json
+
+    import numpy as np
+
+    from cfjax.countermem.selectors import parse_grid, parse_seeds, train_selectors
+    from cfjax.countermem.table import load_table
+    from cfjax.io import atomic_write_text
+    from cfjax.kernels.dqn import DQNConfig
+
+    table, meta = load_table(args.table)
+    cfg = DQNConfig()
+    if args.decisions is not None:
+        cfg = dataclasses.replace(cfg, total_decisions=args.decisions)
+    seeds = parse_seeds(args.seeds)
+    grid = parse_grid(args.grid or [])
+    import time
+
+    t0 = time.perf_counter()
+    res = train_selectors(table, cfg, seeds=seeds, grid=grid, max_depth=meta.max_depth)
+    secs = time.perf_counter() - t0
+    n = len(grid) * len(seeds)
+    print(f"trained {n} selectors ({len(grid)} grid point(s) × {len(seeds)} seed(s), {cfg.total_decisions} "
+          f"decisions each) on table {meta.hash[:12]}… ({meta.backbone}) in {secs:.1f}s on {res.devices} device(s)")
+    print(f"{'grid point':<28}{'seed':>6}{'val return':>12}{'best@':>7}{'held-out return':>17}{'held-out solved':>17}")
+    for g, point in enumerate(grid):
+        name = ",".join(f"{k}={v:g}" for k, v in point.items()) or "(Table 3 defaults)"
+        for s, seed in enumerate(seeds):
+            print(f"{name:<28}{seed:>6}{res.val_return[g, s]:>12.4f}{int(res.best_decision[g, s]):>7}"
+                  f"{res.eval_return[g, s]:>17.4f}{100 * res.eval_solved[g, s]:>16.1f}%")
+        print(f"{name:<28}{'mean':>6}{res.val_return[g].mean():>12.4f}{'':>7}{res.eval_return[g].mean():>17.4f}"
+              f"{100 * res.eval_solved[g].mean():>16.1f}%")
+    out = Path(args.out) if args.out else Path(args.table) / "selectors.json"
+    atomic_write_text(out, json.dumps({
+        "table_hash": meta.hash, "backbone": meta.backbone, "seeds": list(seeds), "grid": grid,
+        "decisions": cfg.total_decisions, "seconds": secs,
+        "val_return": res.val_return.tolist(), "best_decision": res.best_decision.tolist(),
+        "eval_return": res.eval_return.tolist(), "eval_solved": res.eval_solved.tolist(),
+        "val_curve": np.where(np.isnan(res.val_curve), None, res.val_curve).tolist(),
+    }, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cfjax", description="cfjax: a JAX learning core for agent memory")
     sub = p.add_subparsers(dest="method", required=True)
@@ -94,6 +179,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-tasks", type=int, default=None, help="cap every split (smoke tests)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=_countermem_run)
+
+    t = cms.add_parser("table", help="build a counterfactual decision table for selector training")
+    t.add_argument("--suite", default="sql", help="task suite (default: sql)")
+    t.add_argument("--out", required=True, help="output directory (resumes a build already there)")
+    t.add_argument("--seed", type=int, default=0, help="backbone / construction seed (default 0)")
+    t.add_argument("--samples", type=int, default=4, help="independent draft samples per task (default 4)")
+    t.add_argument("--config", default=None, help="a CounterMemConfig TOML file")
+    t.add_argument("--no-progress", action="store_true", help="no progress bars")
+    t.set_defaults(func=_countermem_table)
+
+    ts = cms.add_parser("train-selectors", help="train many selectors at once on a decision table")
+    ts.add_argument("--table", required=True, help="directory of a decision table")
+    ts.add_argument("--seeds", default="0-4", help="seeds, e.g. 0-4 or 0,3,7 (default 0-4)")
+    ts.add_argument("--grid", nargs="*", default=None,
+                    help="hyperparameter grid, e.g. lr=1e-3,3e-4 gamma=0.9,0.95 (cartesian product)")
+    ts.add_argument("--decisions", type=int, default=None, help="training decisions (default 2000, Table 3)")
+    ts.add_argument("--out", default=None, help="results JSON (default TABLE/selectors.json)")
+    ts.set_defaults(func=_countermem_train_selectors)
     return p
 
 
