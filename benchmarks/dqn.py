@@ -25,7 +25,9 @@ on the SAME counterfactual decision table (:mod:`cfjax.countermem.table`), in ON
    ``train_step``), called once per decision / update.
 
 Reported for each: import time (fresh interpreter, minus bare interpreter start),
-compile time (JAX ones: first call minus steady call), steady-state time,
+compile time (kernel: first call minus steady call; the sequential implementations get
+one untimed warm-up run with seed 1000 first, and "first-run overhead" = warm-up run
+minus the mean timed run -- for CleanRL-style that is the jit compile), steady-state time,
 decisions/s, real gradient updates/s, and the ratio to SB3's decisions/s; plus the
 end-to-end time (import + compile + run) of a 100-selector grid (20 learning rates x
 5 seeds, doubly vmapped) against SB3's extrapolated 100 sequential runs. Learning
@@ -74,7 +76,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, default=5, help="sequential seeds for PyTorch / SB3 / CleanRL-style")
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 64, 256], help="kernel vmap sizes")
     p.add_argument("--grid-lrs", type=int, default=20, help="learning rates in the grid (x --seeds selectors)")
-    p.add_argument("--repeats", type=int, default=2, help="steady-state kernel calls per size (min is reported)")
+    p.add_argument("--repeats", type=int, default=3, help="steady-state kernel calls per size (min is reported)")
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--xla-threads", type=int, default=0, help="1 = single-threaded XLA CPU; 0 = XLA default")
     p.add_argument("--skip", nargs="*", default=[], choices=["torch", "sb3", "cleanrl", "grid"],
@@ -202,13 +204,10 @@ def get_table(args):
 
 def reference_baselines(nt: NpTable, hp, cfg, max_depth: int) -> dict:
     """Skip-only, always-first-record, and the counterfactual oracle on the eval roots."""
-    from cfjax.kernels.trainer import evaluate_policy_reference
+    from cfjax.kernels.trainer import DecisionTable, evaluate_policy_reference
 
-    table = (nt.obs, nt.mask, nt.calls, nt.failed, nt.tokens, nt.solved, nt.next, nt.train_roots,
-             nt.val_roots, nt.eval_roots)
-    from cfjax.kernels.trainer import DecisionTable
-
-    table = DecisionTable(*table)
+    table = DecisionTable(nt.obs, nt.mask, nt.calls, nt.failed, nt.tokens, nt.solved, nt.next, nt.train_roots,
+                          nt.val_roots, nt.eval_roots)
     skip = evaluate_policy_reference(lambda o: np.array([1, 0, 0, 0, 0], np.float32), table, nt.eval_roots, hp,
                                      max_depth=max_depth, tau0=cfg.tau0)
     first = evaluate_policy_reference(lambda o: np.array([0, 1, 0, 0, 0], np.float32), table, nt.eval_roots, hp,
@@ -501,6 +500,7 @@ def spread(vals):
 
 def main(args) -> dict:
     t_start = time.perf_counter()
+    load_start = list(os.getloadavg())  # other jobs on the machine make timings noisy; recorded for context
     print(f"threads: {', '.join(f'{v}=1' for v in _THREAD_VARS)}; torch.set_num_threads({args.torch_threads}); "
           f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(default)')!r}; os.cpu_count()={os.cpu_count()}", flush=True)
 
@@ -664,6 +664,7 @@ def main(args) -> dict:
         "imports": imports, "kernel": kern, "grid": grid, "sequential": impls, "rows": rows,
         "learning_parity_eval_return": parity, "baselines": baselines, "goals": goals,
         "total_wall_s": time.perf_counter() - t_start,
+        "loadavg_start": load_start, "loadavg_end": list(os.getloadavg()),
     }
     print_report(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -673,7 +674,8 @@ def main(args) -> dict:
 
 
 def print_report(res: dict) -> None:
-    print("\n| implementation | import s | compile s | steady s | decisions/s | updates/s | vs SB3 |")
+    print("\n| implementation | import s | compile / first-run overhead s | steady s | decisions/s | updates/s "
+          "| vs SB3 |")
     print("|---|---|---|---|---|---|---|")
     for r in res["rows"]:
         ratio = f"{r['ratio_vs_sb3']:.1f}x" if r["ratio_vs_sb3"] is not None else "-"

@@ -17,9 +17,9 @@ __all__ = ["main"]
 
 def _progress_factory(enabled: bool):
     if not enabled:
-        from cfjax.countermem.pipeline import _null_progress
+        from cfjax.countermem.pipeline import null_progress
 
-        return _null_progress
+        return null_progress
     from tqdm.auto import tqdm
 
     def make(desc: str, total: int):

@@ -183,18 +183,20 @@ def test_only_skip_rows_work(table):
 
 
 def test_resume_equals_uninterrupted_and_refuses_other_table_or_config(tmp_path, table):
-    a = train_resumable(table, CFG, seeds=(0, 1), checkpoint_dir=tmp_path / "a", save_every=2, stop_after=2)
-    assert int(np.asarray(a.learner.decisions)[0]) == 500  # interrupted after decision 500
-    a = train_resumable(table, CFG, seeds=(0, 1), checkpoint_dir=tmp_path / "a", save_every=2)
-    b = train_resumable(table, CFG, seeds=(0, 1), checkpoint_dir=tmp_path / "b", save_every=4)
+    cfg = dqn.DQNConfig()  # Table 3: 2,000 decisions, checkpoints every 250
+    a = train_resumable(table, cfg, seeds=(0, 1), checkpoint_dir=tmp_path / "a", save_every=4, stop_after=4)
+    assert int(np.asarray(a.learner.decisions)[0]) == 1000  # interrupted after decision 1000
+    a = train_resumable(table, cfg, seeds=(0, 1), checkpoint_dir=tmp_path / "a", save_every=4)
+    b = train_resumable(table, cfg, seeds=(0, 1), checkpoint_dir=tmp_path / "b", save_every=8)
+    assert int(np.asarray(b.learner.decisions)[0]) == 2000
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
     other = hand_table(seed=1)
     assert table_hash(other) != table_hash(table)
     with pytest.raises(CheckpointMismatchError, match="decision table"):
-        train_resumable(other, CFG, seeds=(0, 1), checkpoint_dir=tmp_path / "a")
+        train_resumable(other, cfg, seeds=(0, 1), checkpoint_dir=tmp_path / "a")
     with pytest.raises(CheckpointMismatchError, match="config"):
-        train_resumable(table, dataclasses.replace(CFG, gamma=0.9), seeds=(0, 1), checkpoint_dir=tmp_path / "a")
+        train_resumable(table, dataclasses.replace(cfg, gamma=0.9), seeds=(0, 1), checkpoint_dir=tmp_path / "a")
 
 
 def test_parse_seeds_and_grid_errors():

@@ -56,7 +56,7 @@ class _NullBar:
     def close(self) -> None: ...
 
 
-def _null_progress(desc: str, total: int) -> _NullBar:
+def null_progress(desc: str, total: int) -> _NullBar:
     return _NullBar()
 
 
@@ -111,7 +111,7 @@ def row_metrics(method: str, episodes: Sequence[Episode], ledger: Ledger, *, mem
 # --------------------------------------------------------------------------- phase 1
 
 
-def construct(agent: Agent, tasks: Sequence[Task], *, seed: int, progress: ProgressFactory = _null_progress) -> Ledger:
+def construct(agent: Agent, tasks: Sequence[Task], *, seed: int, progress: ProgressFactory = null_progress) -> Ledger:
     """Algorithm 1 lines 3–13 on T_build, then freeze (line 14)."""
     assert agent.store is not None
     ledger = Ledger("construct")
@@ -156,7 +156,7 @@ def validate(agent: Agent, selector: dqn.Selector, params, tasks: Sequence[Task]
 
 
 def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, seed: int,
-                   progress: ProgressFactory = _null_progress) -> tuple[object, TrainLog, Ledger]:
+                   progress: ProgressFactory = null_progress) -> tuple[object, TrainLog, Ledger]:
     """Algorithm 1 lines 15–25 with checkpoint selection (App. C.2). Returns the best params."""
     cfg = agent.config
     dc = cfg.dqn
@@ -227,7 +227,7 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
 
 
 def evaluate(agent: Agent, tasks: Sequence[Task], policy, *, memory: bool, method: str,
-             progress: ProgressFactory = _null_progress) -> tuple[RowMetrics, list[Episode], Ledger]:
+             progress: ProgressFactory = null_progress) -> tuple[RowMetrics, list[Episode], Ledger]:
     """Algorithm 1 lines 26–27: frozen store, frozen policy, no updates."""
     if memory and agent.store is not None and not agent.store.frozen:
         raise RuntimeError("held-out evaluation requires a frozen store (Algorithm 1, line 27)")
@@ -261,7 +261,7 @@ def run_seed(
     config: CounterMemConfig,
     schemas: dict | None = None,
     out_dir: str | Path | None = None,
-    progress: ProgressFactory = _null_progress,
+    progress: ProgressFactory = null_progress,
 ) -> SeedResult:
     """One seed of Algorithm 1 plus the paired ``none`` baseline."""
     t0 = time.perf_counter()
@@ -368,7 +368,7 @@ def run(
     suite: str,
     out_dir: str | Path,
     schemas: dict | None = None,
-    progress: ProgressFactory = _null_progress,
+    progress: ProgressFactory = null_progress,
     log: Callable[[str], None] = print,
 ) -> dict:
     """Every seed of the protocol; writes ``results.json``, ``config.toml`` and per-seed artifacts."""

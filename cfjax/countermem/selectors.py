@@ -11,7 +11,6 @@ arranges the batch axes, devices and files.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,7 +108,7 @@ def _keys(seeds: Sequence[int]) -> jnp.ndarray:
     return jnp.stack([jax.random.PRNGKey(s) for s in seeds])
 
 
-def _batched_train(trainer, n_devices: int):
+def _batched_train(trainer):
     per_seed = jax.vmap(trainer.train, in_axes=(0, None, None))
     per_grid = jax.vmap(per_seed, in_axes=(None, 0, None))
     return jax.jit(per_grid)
@@ -141,7 +140,7 @@ def train_selectors(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
         rep = NamedSharding(mesh, PartitionSpec())
         hp = jax.device_put(hp, rep)
         table = jax.device_put(table, rep)
-    state = _batched_train(trainer, n_dev)(keys, hp, table)
+    state = _batched_train(trainer)(keys, hp, table)
     if pad:
         state = jax.tree.map(lambda x: x[:, : len(seeds)], state)
     ev = jax.jit(jax.vmap(jax.vmap(trainer.evaluate, in_axes=(0, None, None, None)), in_axes=(0, 0, None, None)))
@@ -239,6 +238,3 @@ def train_resumable(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
             break
     return state
 
-
-def replace_decisions(config: dqn.DQNConfig, decisions: int) -> dqn.DQNConfig:
-    return dataclasses.replace(config, total_decisions=decisions)

@@ -58,11 +58,6 @@ class Candidate:
     def delta(self) -> float:
         return self.score_after - self.score_before
 
-    @property
-    def advice(self) -> str:
-        """The advice given: masked edit plus condition (what R and I compare)."""
-        return f"{signature(self.unit_before)} -> {signature(self.unit_after)} | {self.condition}"
-
 
 @dataclass(frozen=True)
 class Record(Candidate):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,6 +194,3 @@ def load_table(out_dir: str | Path) -> tuple[DecisionTable, TableMeta]:
         raise ValueError(f"decision table {out} is corrupt: content hash {h[:12]}… != recorded {meta.hash[:12]}…")
     return table, meta
 
-
-def split_sizes(table: DecisionTable) -> Sequence[int]:
-    return len(table.train_roots), len(table.val_roots), len(table.eval_roots)
