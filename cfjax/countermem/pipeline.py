@@ -61,13 +61,11 @@ def null_progress(desc: str, total: int) -> _NullBar:
 
 
 def episode_return(ep: Episode, cfg: CounterMemConfig) -> float:
-    """Undiscounted sum of Eq. 10 rewards over an episode."""
+    """Undiscounted sum of Eq. 10 rewards over an episode (the kernel's ``dqn.reward``)."""
     d = cfg.dqn
-    total = 0.0
-    for i, dec in enumerate(ep.decisions):
-        last = i == len(ep.decisions) - 1
-        total += float(last and dec.solved) - d.lam_w * dec.calls - d.lam_f * dec.failed - d.lam_tau * dec.tokens / d.tau0
-    return total
+    n = len(ep.decisions)
+    return float(sum(float(dqn.reward(i == n - 1 and dec.solved, dec.calls, dec.failed, dec.tokens, d, d.tau0))
+                     for i, dec in enumerate(ep.decisions)))
 
 
 @dataclass
