@@ -162,6 +162,33 @@ def _countermem_train_selectors(args: argparse.Namespace) -> int:
     return 0
 
 
+def _antipersist_run(args: argparse.Namespace) -> int:
+    from cfjax.antipersist.protocol import ROWS, APConfig
+    from cfjax.antipersist.run import run_all
+
+    if args.suite != "sql":
+        raise ValueError(f"unknown suite {args.suite!r} (available: sql)")
+    cfg = APConfig()
+    changes: dict = {}
+    if args.quick:
+        changes.update(iterations=3, tasks_per_iteration=20, seeds=(42,))
+    if args.seeds is not None:
+        changes["seeds"] = tuple(args.seeds)
+    if args.iterations is not None:
+        changes["iterations"] = args.iterations
+    if args.tasks is not None:
+        changes["tasks_per_iteration"] = args.tasks
+    cfg = dataclasses.replace(cfg, **changes)
+    rows = tuple(args.rows) if args.rows else ROWS
+    workers = args.workers if args.workers is not None else min(2, os.cpu_count() or 1)
+    print(f"cfjax antipersist run: suite=sql backbone=scripted backbone (seeded simulator, not an LLM) "
+          f"rows={len(rows)} seeds={list(cfg.seeds)} K={cfg.iterations}×{cfg.tasks_per_iteration} tasks, "
+          f"{workers} worker(s) → {args.out}", flush=True)
+    run_all(args.out, rows=rows, cfg=cfg, workers=workers, log=lambda s: print(s, flush=True))
+    print(f"wrote {Path(args.out) / 'results.json'} and {Path(args.out) / 'success_by_iteration.png'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cfjax", description="cfjax: a JAX learning core for agent memory")
     sub = p.add_subparsers(dest="method", required=True)
@@ -197,6 +224,19 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--decisions", type=int, default=None, help="training decisions (default 2000, Table 3)")
     ts.add_argument("--out", default=None, help="results JSON (default TABLE/selectors.json)")
     ts.set_defaults(func=_countermem_train_selectors)
+
+    ap = sub.add_parser("antipersist", help="Anti-Persistence: on-demand guidance from trajectories")
+    aps = ap.add_subparsers(dest="command", required=True)
+    ar = aps.add_parser("run", help="the iteration protocol with every row (held-out success by iteration)")
+    ar.add_argument("--suite", default="sql", help="task suite (default: sql)")
+    ar.add_argument("--out", required=True, help="output directory")
+    ar.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: 42 43 44)")
+    ar.add_argument("--iterations", type=int, default=None, help="iterations K (default 10)")
+    ar.add_argument("--tasks", type=int, default=None, help="training tasks per iteration (default 50)")
+    ar.add_argument("--rows", nargs="+", default=None, help="rows to run (default: all)")
+    ar.add_argument("--workers", type=int, default=None, help="worker processes (default: min(2, CPUs))")
+    ar.add_argument("--quick", action="store_true", help="3 iterations × 20 tasks, seed 42 (smoke run)")
+    ar.set_defaults(func=_antipersist_run)
     return p
 
 

@@ -19,6 +19,7 @@ of what an LLM does when it "applies the same correction here".
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,18 +104,26 @@ def units(sql: str) -> list[Unit]:
     Raises:
       EditError: the action is not one parseable SELECT.
     """
+    return list(_units(sql))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _units(sql: str) -> tuple[Unit, ...]:
+    # memoised: a pure function of the text, and parsing dominates the cost of
+    # every simulator and generator step (errors are not cached: they re-raise)
     tree = _parse(sql)
     out = []
     for kind, node in _unit_nodes(tree):
         text = _select_text(tree) if kind == "select" else node.sql(dialect=DIALECT)  # type: ignore[union-attr]
         out.append(Unit(kind, text))
-    return out
+    return tuple(out)
 
 
 def _parse_clause(template: str, text: str) -> exp.Select:
     return _parse(template.format(text))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def replace_unit(sql: str, index: int, new_text: str) -> str:
     """Return ``sql`` with decision unit ``index`` replaced by ``new_text``.
 
@@ -162,6 +171,7 @@ def replace_unit(sql: str, index: int, new_text: str) -> str:
     return tree.sql(dialect=DIALECT)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def normalize(sql: str) -> str:
     """Canonical print of an action (unparseable text is whitespace-normalised)."""
     try:
@@ -213,6 +223,7 @@ def _slot(tok: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def signature(unit_text: str) -> str:
     """Unit text with identifiers and literals masked (keywords kept, upper-cased)."""
     out = []
@@ -301,12 +312,17 @@ class SchemaLike(Protocol):
 
 def alias_map(sql: str) -> dict[str, str]:
     """alias (or bare table name) → table name, for FROM and JOIN sources."""
+    return dict(_alias_map(sql))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _alias_map(sql: str) -> tuple[tuple[str, str], ...]:
     tree = _parse(sql)
     out: dict[str, str] = {}
     for t in tree.find_all(exp.Table):
         out[t.alias_or_name] = t.name
         out[t.name] = t.name
-    return out
+    return tuple(out.items())
 
 
 def _flip_cmp(node: exp.Expression) -> list[exp.Expression]:

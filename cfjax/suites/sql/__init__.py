@@ -40,6 +40,20 @@ class SQLSuite:
             tasks.extend(make_tasks(spec, path, seed=task_seed * 1000 + i))
         return cls(root, specs, tuple(tasks))
 
+    @classmethod
+    def open(cls, root: str | Path, *, task_seed: int = 0, databases: Sequence[DatabaseSpec] = DATABASES) -> "SQLSuite":
+        """The suite over databases :meth:`build` already wrote under ``root`` (read-only; safe to call
+        from several processes at once)."""
+        root = Path(root)
+        specs = {s.db_id: s for s in databases}
+        tasks: list[Task] = []
+        for i, spec in enumerate(databases):
+            path = root / f"{spec.db_id}.sqlite"
+            if not path.exists():
+                raise FileNotFoundError(f"no database {path}; create the suite with SQLSuite.build({str(root)!r})")
+            tasks.extend(make_tasks(spec, path, seed=task_seed * 1000 + i))
+        return cls(root, specs, tuple(tasks))
+
     @property
     def db_paths(self) -> dict[str, Path]:
         return {db: self.root / f"{db}.sqlite" for db in self.specs}

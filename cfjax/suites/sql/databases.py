@@ -13,6 +13,7 @@ result).
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 from dataclasses import dataclass, field
@@ -264,7 +265,7 @@ def build_database(spec: DatabaseSpec, path: str | Path) -> Path:
     """Create ``path`` (overwriting) with the schema and seeded data of ``spec``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     rng = random.Random(spec.seed)
     sizes = {t.name: t.rows for t in spec.tables}

@@ -1,0 +1,13 @@
+"""Anti-Persistence: trajectory memory, an append-only outcome log, KNN-UCB mode
+selection and on-demand guidance that is discarded after use
+(papers/anti-persistence.md)."""
+
+from cfjax.antipersist.guidance import MODES, Guidance, Rule, SynthesisConfig, Trajectory, synthesize
+from cfjax.antipersist.memory import AbstractionStore, TrajectoryMemory
+from cfjax.antipersist.outcome_log import OutcomeEntry, OutcomeLog
+from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_method, run_task
+from cfjax.antipersist.run import run_all
+
+__all__ = ["MODES", "Guidance", "Rule", "SynthesisConfig", "Trajectory", "synthesize", "AbstractionStore",
+           "TrajectoryMemory", "OutcomeEntry", "OutcomeLog", "ROWS", "APConfig", "reproduced_errors",
+           "run_method", "run_task", "run_all"]

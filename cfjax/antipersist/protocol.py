@@ -1,0 +1,334 @@
+"""The Anti-Persistence iteration protocol, its baselines and the provenance count.
+
+papers/anti-persistence.md §3.2, §4.1, App. A, B, D. K iterations; at
+iteration ℓ every method trains on the same sample of training tasks, then the
+full held-out split is evaluated with every store frozen (evaluation logs
+never feed back). Rows:
+
+================== ==================================================================
+no_memory          the executor alone (the ReAct-style reference; nothing is stored)
+anti_persistence   KNN-UCB mode selection over the outcome log; trajectories persist;
+                   synthesized guidance is used for the task and discarded
+trajectory_memory  retrieved trajectories as factual context (mode none), no log
+abstraction_memory after each training task an abstraction is synthesized (strategic
+                   after a success, corrective after a failure) and persisted; the
+                   agent sees the top-3 stored abstractions, no trajectories
+joint_memory       both: factual trajectories and stored abstractions
+persist_guidance   anti-persistence, but its guidance is persisted and retrieved
+                   later (the persist-vs-discard ablation)
+fixed_<mode>       anti-persistence with one fixed synthesis mode (mode-selection ablation)
+random_mode        anti-persistence with a uniformly random mode
+================== ==================================================================
+
+Provenance (App. A.1): every trajectory records the abstractions in context
+when it was produced — persistent ones, and for the anti-persistence rows the
+temporary guidance's id (metadata only; the guidance object is dropped). Every
+synthesized abstraction records its source trajectories and their parents. A
+*reproduced error* is a flagged abstraction (one with an over-general rule)
+synthesized from trajectories that had a flagged parent.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from cfjax.antipersist.guidance import (MODES, Attempt, Guidance, Rule, SynthesisConfig, Trajectory, factual_rules,
+                                        render_factual, synthesize)
+from cfjax.antipersist.memory import AbstractionStore, TrajectoryMemory, rules_of
+from cfjax.antipersist.outcome_log import OutcomeLog
+from cfjax.kernels import bandit as bk
+from cfjax.llm.base import Attempt as LLMAttempt
+from cfjax.llm.base import DraftRequest
+from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
+from cfjax.suites.base import Task
+from cfjax.worlds import sql_edits as se
+from cfjax.worlds.base import Evaluator
+
+__all__ = ["ROWS", "APConfig", "MethodState", "IterationResult", "run_method", "run_task"]
+
+ROWS = ("no_memory", "anti_persistence", "trajectory_memory", "abstraction_memory", "joint_memory", "persist_guidance",
+        "fixed_imitation", "fixed_strategic", "fixed_corrective", "random_mode")
+
+
+@dataclass(frozen=True)
+class APConfig:
+    """Protocol defaults: papers/anti-persistence.md §4.1, App. B.4, D.1."""
+
+    iterations: int = 10  # K
+    tasks_per_iteration: int = 50
+    seeds: tuple[int, ...] = (42, 43, 44)
+    B: int = 5  # trajectory budget (successes / failures), + 1 contrast for corrective
+    abstraction_k: int = 3  # stored abstractions shown by the baselines (ours; the paper leaves it open)
+    max_attempts: int = 2  # evaluated attempts per task (draft + one revision after feedback)
+    log_capacity: int = 512  # outcome-log rows the bandit kernel sees (static shape; ≥ K × tasks)
+    bandit: bk.BanditConfig = field(default_factory=bk.BanditConfig)
+    synthesis: SynthesisConfig = field(default_factory=SynthesisConfig)
+    scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
+
+
+@dataclass
+class MethodState:
+    """Everything a method keeps across tasks (all of it frozen during evaluation)."""
+
+    row: str
+    trajectories: TrajectoryMemory
+    log: OutcomeLog | None
+    abstractions: AbstractionStore | None
+    buffer: TrajectoryMemory | None  # abstraction memory's write-time input (never shown to the agent)
+    synthesized: list[dict] = field(default_factory=list)  # provenance of every abstraction (metadata only)
+    updates: int = 0  # training-task updates so far (k of the outcome log's skip rule)
+
+    def log_arrays(self, capacity: int, dim: int):
+        """The outcome log as bandit-kernel arrays, rebuilt only when the log grew."""
+        n = len(self.log)  # type: ignore[arg-type]
+        if getattr(self, "_arrays_n", None) != n:
+            self._arrays = self.log.as_arrays(capacity, dim)  # type: ignore[union-attr]
+            self._arrays_n = n
+        return self._arrays
+
+    def freeze(self) -> None:
+        for s in (self.trajectories, self.abstractions, self.buffer):
+            if s is not None:
+                s.freeze()
+        if self.log is not None:
+            self.log.freeze()
+
+    def unfreeze(self) -> None:
+        for s in (self.trajectories, self.abstractions, self.buffer):
+            if s is not None:
+                s.unfreeze()
+        if self.log is not None:
+            self.log.unfreeze()
+
+
+@dataclass
+class TaskRecord:
+    task_id: str
+    mode: str
+    success: bool
+    exec_calls: int
+    synth_calls: int
+    branch: int | None = None
+
+
+def _uses_bandit(row: str) -> bool:
+    return row in ("anti_persistence", "persist_guidance")
+
+
+def _select(state: MethodState, row: str, task: Task, query: np.ndarray, *, iteration: int, position: int,
+            rng: random.Random, cfg: APConfig, selector) -> tuple[str, int | None]:
+    if row in ("no_memory", "trajectory_memory", "abstraction_memory", "joint_memory"):
+        return "none", None
+    if row.startswith("fixed_"):
+        return row[len("fixed_"):], None
+    if row == "random_mode":
+        return MODES[rng.randrange(len(MODES))], None
+    arrays = state.log_arrays(cfg.log_capacity, query.shape[0])
+    key = jax.random.PRNGKey(rng.randrange(2**31))
+    d = selector(arrays, query, iteration, position, key)
+    return MODES[int(d.mode)], int(d.branch)
+
+
+def run_task(task: Task, state: MethodState, *, backbone: ScriptedSQLBackbone, world: Evaluator, cfg: APConfig,
+             iteration: int, position: int, episode: int, rng: random.Random, train: bool, selector,
+             on_guidance: Callable[[Guidance], None] | None = None) -> TaskRecord:
+    """One task under one method: select a mode, build guidance, execute, and (training) record.
+
+    Synthesized guidance lives only inside this call: it is rendered into the
+    executor's context, its id and flag go into provenance metadata, and the
+    object is dropped when the call returns (unless the row persists it).
+    """
+    row = state.row
+    query = state.trajectories.query(task)
+    mode, branch = _select(state, row, task, query, iteration=iteration, position=position, rng=rng, cfg=cfg,
+                           selector=selector)
+    rules: list[Rule] = []
+    parents: list[str] = []
+    flagged_parents: list[str] = []
+    synth_calls = 0
+    context: list[str] = []
+    uses_trajectories = row not in ("abstraction_memory", "no_memory")
+    if uses_trajectories:
+        succ, fails, contrast = state.trajectories.for_mode(mode, task, cfg.B, query=query)
+        if mode == "none":
+            context.append(render_factual(succ))
+            rules += factual_rules(succ, rng, cfg.synthesis, prefix=f"f{episode}")
+        else:
+            g = synthesize(mode, task, succ, fails, contrast, rng=rng, cfg=cfg.synthesis,
+                           guidance_id=f"{row}/g{episode}")
+            synth_calls += g.calls
+            if g.calls:
+                _note_synthesis(state, g, iteration, train)
+            if g.rules:
+                context.append(g.text)
+                rules += list(g.rules)
+                parents.append(g.guidance_id)
+                if g.flagged:
+                    flagged_parents.append(g.guidance_id)
+            if on_guidance is not None:
+                on_guidance(g)
+            if row == "persist_guidance" and train and g.rules:
+                state.abstractions.add(g, task)  # type: ignore[union-attr]
+            del g
+    if state.abstractions is not None:
+        stored = state.abstractions.retrieve(task, cfg.abstraction_k, query=query)
+        context += [s.text for s in stored]
+        rules += rules_of(stored)
+        parents += [s.guidance_id for s in stored]
+        flagged_parents += [s.guidance_id for s in stored if s.flagged]
+    traj = _execute(task, rules, backbone=backbone, world=world, cfg=cfg, episode=episode, rng=rng,
+                    parents=tuple(parents), flagged=tuple(flagged_parents))
+    rec = TaskRecord(task.task_id, mode, traj.success, len(traj.attempts), synth_calls, branch)
+    if train:
+        _learn(state, task, traj, mode, synth_calls, query, cfg, rng, iteration)
+    return rec
+
+
+def _note_synthesis(state: MethodState, g: Guidance, iteration: int, train: bool) -> None:
+    if train:
+        state.synthesized.append({"id": g.guidance_id, "mode": g.mode, "iteration": iteration, "flagged": g.flagged,
+                                  "sources": list(g.sources), "parents": list(g.parents),
+                                  "parent_flagged": list(g.parent_flagged), "rules": len(g.rules)})
+
+
+def _execute(task: Task, rules: Sequence[Rule], *, backbone: ScriptedSQLBackbone, world: Evaluator, cfg: APConfig,
+             episode: int, rng: random.Random, parents: tuple[str, ...], flagged: tuple[str, ...]) -> Trajectory:
+    """The scripted executor: draft, follow applicable guidance rules, evaluate, retry after feedback."""
+    attempts: list[Attempt] = []
+    history: list[LLMAttempt] = []
+    success = False
+    for _ in range(cfg.max_attempts):
+        draft = backbone.draft_action(DraftRequest(task, tuple(history), episode)).action
+        action, applied = draft, []
+        for r in rules:
+            if not r.applies_to(task.question) or rng.random() >= cfg.synthesis.p_follow:
+                continue
+            moved = se.transfer_edit(r.before, r.after, action)
+            if moved is None:
+                continue
+            try:
+                new = se.replace_unit(action, moved[0], moved[1])
+            except se.EditError:
+                continue
+            if new != action:
+                action = new
+                applied.append(r.rule_id)
+        out = world.evaluate(task, action)
+        attempts.append(Attempt(action, out.feedback, float(out.score), tuple(applied)))
+        history.append(LLMAttempt(action, out.feedback, float(out.score)))
+        if out.solved:
+            success = True
+            break
+    return Trajectory(task.task_id, task.family, task.question, tuple(task.attrs.get("cues", ())), tuple(attempts),
+                      success, tuple(rules), parents, flagged)
+
+
+def _learn(state: MethodState, task: Task, traj: Trajectory, mode: str, synth_calls: int, query: np.ndarray,
+           cfg: APConfig, rng: random.Random, iteration: int) -> None:
+    if state.log is not None:
+        state.log.record(task.task_id, task.family, task.question, query.tolist(), mode, traj.success, synth_calls,
+                         update_index=state.updates, lam=cfg.bandit.lam)
+    if state.row not in ("abstraction_memory", "no_memory"):
+        state.trajectories.add(traj, task)
+    if state.buffer is not None:
+        state.buffer.add(traj, task)
+        m = "strategic" if traj.success else "corrective"
+        succ, fails, contrast = state.buffer.for_mode(m, task, cfg.B, query=query)
+        g = synthesize(m, task, succ, fails, contrast, rng=rng, cfg=cfg.synthesis,
+                       guidance_id=f"{state.row}/a{state.updates}")
+        if g.calls:
+            _note_synthesis(state, g, iteration, True)
+        state.abstractions.add(g, task)  # type: ignore[union-attr]
+    state.updates += 1
+
+
+def new_state(row: str, log_path: Path | None) -> MethodState:
+    if row not in ROWS:
+        raise ValueError(f"unknown row {row!r}; choose from {ROWS}")
+    needs_abs = row in ("abstraction_memory", "joint_memory", "persist_guidance")
+    log = OutcomeLog(log_path) if (_uses_bandit(row) and log_path is not None) else None
+    if _uses_bandit(row) and log is None:
+        raise ValueError(f"row {row!r} needs an outcome-log path")
+    return MethodState(row, TrajectoryMemory(), log, AbstractionStore() if needs_abs else None,
+                       TrajectoryMemory() if row in ("abstraction_memory", "joint_memory") else None)
+
+
+@dataclass
+class IterationResult:
+    iteration: int
+    success: float  # held-out, 0-100
+    calls_per_task: float  # synthesis + execution LLM calls per held-out task
+    synth_calls_per_task: float
+    mode_freq: dict[str, float]  # held-out mode frequencies
+    train_mode_freq: dict[str, float]
+    branches: dict[str, int]
+
+
+def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: Sequence[Task], schemas: dict,
+               world: Evaluator, cfg: APConfig, out_dir: Path, selector=None,
+               progress: Callable[[str, int], object] | None = None,
+               on_eval: Callable[[MethodState], None] | None = None) -> tuple[list[IterationResult], MethodState]:
+    """K iterations of one row for one seed (§4.1 protocol)."""
+    backbone = ScriptedSQLBackbone(schemas, ScriptedConfig(**{**vars(cfg.scripted), "seed": seed}))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / f"{row}.outcomes.jsonl"
+    log_path.unlink(missing_ok=True)
+    state = new_state(row, log_path if _uses_bandit(row) else None)
+    selector = selector or bk.make_select(cfg.bandit).select_one
+    results = []
+    bar = progress(f"{row} seed {seed}", cfg.iterations) if progress else None
+    for it in range(cfg.iterations):
+        sample_rng = random.Random(seed * 1000 + it)  # the same training sample for every row
+        sample = sample_rng.sample(list(train_pool), min(cfg.tasks_per_iteration, len(train_pool)))
+        rng = random.Random(zlib.crc32(f"{row}/{seed}/{it}".encode()))  # stable across processes
+        train_modes: Counter = Counter()
+        for pos, task in enumerate(sample):
+            rec = run_task(task, state, backbone=backbone, world=world, cfg=cfg, iteration=it, position=pos,
+                           episode=seed * 10_000_000 + it * 10_000 + pos, rng=rng, train=True, selector=selector)
+            train_modes[rec.mode] += 1
+        state.freeze()
+        if on_eval is not None:
+            on_eval(state)
+        recs = []
+        branches: Counter = Counter()
+        eval_rng = random.Random(seed * 7919 + it)
+        for i, task in enumerate(eval_tasks):
+            rec = run_task(task, state, backbone=backbone, world=world, cfg=cfg, iteration=it, position=i,
+                           episode=900_000_000 + seed * 100_000 + i, rng=eval_rng, train=False, selector=selector)
+            recs.append(rec)
+            if rec.branch is not None:
+                branches[str(rec.branch)] += 1
+        if on_eval is not None:
+            on_eval(state)
+        state.unfreeze()
+        n = max(len(recs), 1)
+        modes = Counter(r.mode for r in recs)
+        results.append(IterationResult(
+            it + 1, 100.0 * sum(r.success for r in recs) / n,
+            sum(r.exec_calls + r.synth_calls for r in recs) / n, sum(r.synth_calls for r in recs) / n,
+            {m: modes[m] / n for m in MODES}, {m: train_modes[m] / max(len(sample), 1) for m in MODES},
+            dict(branches)))
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"held-out {results[-1].success:.1f}")
+        gc.collect()
+    if bar is not None:
+        bar.close()
+    return results, state
+
+
+def reproduced_errors(state: MethodState) -> dict[str, int]:
+    """App. A: flagged abstractions whose inputs had a flagged parent (α's numerator) and context."""
+    s = state.synthesized
+    exposed = [x for x in s if x["parent_flagged"]]
+    return {"synthesized": len(s), "flagged": sum(x["flagged"] for x in s), "exposed": len(exposed),
+            "reproduced": sum(x["flagged"] for x in exposed)}
