@@ -6,8 +6,12 @@ reference used by the tests and benchmarks.
 - :mod:`cfjax.kernels.features` — the 98-d selector observation (CounterMem Eq. 9)
 - :mod:`cfjax.kernels.dqn` — Q-network, replay, masked ε-greedy, DQN update (Eq. 10–13)
 - :mod:`cfjax.kernels.topk` — masked cosine top-k with a reuse bias (Eq. 8)
+- :mod:`cfjax.kernels.trainer` — the selector trainer over counterfactual decision tables
+- :mod:`cfjax.kernels.bandit` — Anti-Persistence KNN-UCB mode selection
+- :mod:`cfjax.kernels.setscore` — UpliftMem set scorer ``G_θ(c, S)`` and its losses
+- :mod:`cfjax.kernels.beam` — UpliftMem beam search and path sampling over memory sets
 """
 
-from cfjax.kernels import dqn, features, topk
+from cfjax.kernels import bandit, beam, dqn, features, setscore, topk, trainer
 
-__all__ = ["dqn", "features", "topk"]
+__all__ = ["bandit", "beam", "dqn", "features", "setscore", "topk", "trainer"]

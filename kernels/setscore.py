@@ -79,8 +79,6 @@ __all__ = [
     "huber",
     "init_params",
     "make_feature_fn",
-    "make_log_policy_fn",
-    "make_path_log_prob_fn",
     "make_score_fn",
     "omega",
     "pair_loss",
@@ -93,7 +91,6 @@ __all__ = [
     "w_mag",
     # NumPy references
     "huber_reference",
-    "log_policy_reference",
     "omega_reference",
     "pair_loss_reference",
     "policy_loss_reference",
@@ -325,67 +322,6 @@ def readout(params: Params):
 # --------------------------------------------------------------------------
 # Training path policy π(a | c, S) (§4.2, Eq. 6; used by L_policy).
 # --------------------------------------------------------------------------
-def make_log_policy_fn(model: SetScorer, *, tau_tr: float = 1.0) -> Callable[..., jnp.ndarray]:
-    """``log_policy(params, context, pool, state bool[N], feasible bool[N]) -> f32[N + 1]``.
-
-    ``log π(a | c, S)`` over the ``N`` additions and STOP (last index):
-    logits ``g(m)/τ_tr = (G(S ∪ {m}) − G(S))/τ_tr`` for feasible ``m ∉ S``,
-    ``0`` for STOP, :data:`NEG_LARGE` for infeasible additions (their
-    log-probability is then ≈ ``NEG_LARGE``, finite). STOP is always
-    feasible; when nothing else is, ``log π(STOP) = 0``.
-
-    The ``N + 1`` set scores are a ``vmap`` over masks of the same pool, so
-    the member encoder and pair network run once.
-    """
-    score = make_score_fn(model)
-    tau = float(tau_tr)
-    if not tau > 0:
-        raise ValueError("tau_tr must be > 0")
-
-    def log_policy(params, context, pool, state, feasible):
-        state = jnp.asarray(state).astype(bool)  # bool[N]
-        n = state.shape[0]
-        ok = jnp.asarray(feasible).astype(bool) & ~state  # bool[N]
-        ext = state[None, :] | jnp.eye(n, dtype=bool)  # bool[N, N]: S ∪ {m}
-        masks = jnp.concatenate([ext, state[None, :]], axis=0)  # bool[N + 1, N]
-        g = jax.vmap(score, in_axes=(None, None, None, 0))(params, context, pool, masks)
-        gain = (g[:n] - g[n]) / tau  # f32[N]
-        logits = jnp.concatenate(
-            [jnp.where(ok, gain, NEG_LARGE), jnp.zeros((1,), gain.dtype)]
-        )  # f32[N + 1]
-        return jax.nn.log_softmax(logits)
-
-    return log_policy
-
-
-def make_path_log_prob_fn(model: SetScorer, *, tau_tr: float = 1.0) -> Callable[..., jnp.ndarray]:
-    """``path_log_prob(params, context, pool, states, feasible, actions, step_mask) -> f32[]``.
-
-    ``Σ_t log π(a_t | c, S_{t−1})`` over the valid steps of one recorded
-    path (App. C.3: likelihoods evaluated "with the recorded set states and
-    action masks").
-
-    Args (of the returned function):
-        states: ``bool[T, N]`` recorded ``S_{t−1}``.
-        feasible: ``bool[T, N]`` recorded feasible additions.
-        actions: ``i32[T]`` chosen action, ``N`` = STOP.
-        step_mask: ``bool[T]`` valid steps (padding steps contribute 0).
-    """
-    log_policy = make_log_policy_fn(model, tau_tr=tau_tr)
-
-    def path_log_prob(params, context, pool, states, feasible, actions, step_mask):
-        lp = jax.vmap(log_policy, in_axes=(None, None, None, 0, 0))(
-            params, context, pool, states, feasible
-        )  # f32[T, N + 1]
-        taken = jnp.take_along_axis(lp, jnp.asarray(actions, jnp.int32)[:, None], axis=-1)[:, 0]
-        return jnp.sum(jnp.where(jnp.asarray(step_mask).astype(bool), taken, 0.0))
-
-    return path_log_prob
-
-
-# --------------------------------------------------------------------------
-# Value losses (§4.4, App. C.2).
-# --------------------------------------------------------------------------
 class ValueLossParts(NamedTuple):
     """Components of :func:`value_loss` (unweighted)."""
 
@@ -591,22 +527,6 @@ def set_scorer_reference(params, context, pool, mask, return_features=False):
     z = float(_dense(params["head"], f)[0])
     g = float(params["a"]) * z + float(params["b"])
     return (g, f) if return_features else g
-
-
-def log_policy_reference(scores_ext, score_state, feasible, state, tau_tr=1.0):
-    """NumPy ``log π`` from precomputed ``G(S ∪ {m})`` (``[N]``) and ``G(S)``."""
-    scores_ext = np.asarray(scores_ext, _F)
-    ok = np.asarray(feasible, bool) & ~np.asarray(state, bool)
-    logits = [((s - score_state) / tau_tr) for s, o in zip(scores_ext, ok) if o] + [0.0]
-    lse = np.log(np.sum(np.exp(np.asarray(logits) - max(logits)))) + max(logits)
-    out = np.full(len(scores_ext) + 1, -np.inf)
-    k = 0
-    for m, o in enumerate(ok):
-        if o:
-            out[m] = logits[k] - lse
-            k += 1
-    out[-1] = -lse
-    return out
 
 
 def huber_reference(x, delta):

@@ -321,40 +321,22 @@ def test_policy_loss_reference_and_stop_gradient(cfg):
     assert float(loss(logp_sum, lengths, y, np.zeros(P, bool))) == 0.0
 
 
-def test_log_policy_and_path_log_prob(params, score):
-    c, pool = _task(13)
-    log_policy = jax.jit(S.make_log_policy_fn(MODEL, tau_tr=0.7))
-    state = jnp.asarray([1, 0, 0, 1, 0, 0], bool)
-    feasible = jnp.asarray([1, 1, 0, 1, 1, 1], bool)  # member 0 already in S, member 2 infeasible
-    lp = np.asarray(log_policy(params, c, pool, state, feasible))
-    assert lp.shape == (N + 1,) and np.all(np.isfinite(lp))
-    np.testing.assert_allclose(np.exp(lp[np.asarray(feasible & ~state).tolist() + [True]]).sum(), 1.0, rtol=1e-5)
-    assert lp[0] < -1e8 and lp[2] < -1e8 and lp[3] < -1e8  # infeasible or already members
-    ext = [float(score(params, c, pool, state.at[m].set(True))) for m in range(N)]
-    ref = S.log_policy_reference(ext, float(score(params, c, pool, state)), feasible, state, tau_tr=0.7)
-    ok = np.isfinite(ref)
-    np.testing.assert_allclose(lp[ok], ref[ok], rtol=1e-5, atol=1e-5)
-    # nothing feasible: STOP is certain
-    lp0 = np.asarray(log_policy(params, c, pool, state, jnp.zeros(N, bool)))
-    assert lp0[-1] == 0.0
+def test_beam_path_log_prob_trains_the_scorer(params):
+    """Path log-probabilities (owned by kernels/beam.py) through this scorer: finite gradients."""
+    from cfjax.kernels import beam
 
-    # a recorded path ∅ → {1} → {1, 4} → STOP, padded to T = 4
-    path_lp = jax.jit(S.make_path_log_prob_fn(MODEL, tau_tr=0.7))
-    states = jnp.asarray([[0] * 6, [0, 1, 0, 0, 0, 0], [0, 1, 0, 0, 1, 0], [0] * 6], bool)
-    feas = jnp.ones((4, N), bool)
-    actions = jnp.asarray([1, 4, N, 0], jnp.int32)
-    step_mask = jnp.asarray([1, 1, 1, 0], bool)
-    total = float(path_lp(params, c, pool, states, feas, actions, step_mask))
-    want = sum(float(log_policy(params, c, pool, states[t], feas[t])[actions[t]]) for t in range(3))
-    np.testing.assert_allclose(total, want, rtol=1e-5, atol=1e-5)
-
-    # L_policy through the scorer: finite gradient wrt θ
-    def loss(p):
-        lps = jax.vmap(path_lp, in_axes=(None, None, None, 0, 0, 0, 0))(
-            p, c, pool, jnp.stack([states, states]), jnp.stack([feas, feas]),
-            jnp.stack([actions, actions]), jnp.stack([step_mask, step_mask]))
-        return S.policy_loss(lps, _f32([3, 3]), _f32([0.8, -0.4]), jnp.ones(2, bool))
-
-    grads = jax.jit(jax.grad(loss))(params)
-    leaves = [np.asarray(x) for x in jax.tree.leaves(grads)]
-    assert all(np.all(np.isfinite(x)) for x in leaves) and any(np.any(x) for x in leaves)
+    score = S.make_score_fn(MODEL)
+    key = jax.random.PRNGKey(3)
+    c = jax.random.normal(key, (DC,))
+    pool = jax.random.normal(jax.random.fold_in(key, 1), (N, DM))
+    costs = jnp.ones((N,))
+    valid = jnp.ones((N,), bool)
+    budget = jnp.float32(10.0)
+    sampler = beam.make_path_sampler(lambda ctx, p, m: score(params, ctx, p, m), k_max=3, tau=0.7)
+    path = sampler(jax.random.PRNGKey(4), c, pool, costs, valid, budget)
+    log_prob = beam.make_path_log_prob(score, k_max=3, tau=0.7)
+    lp = log_prob(params, c, pool, costs, valid, budget, path.actions)
+    assert bool(lp.consistent)
+    np.testing.assert_allclose(float(lp.total), float(path.log_prob), atol=1e-4)
+    grads = jax.grad(lambda p: log_prob(p, c, pool, costs, valid, budget, path.actions).total)(params)
+    assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
