@@ -10,8 +10,9 @@ reference used by the tests and benchmarks.
 - :mod:`cfjax.kernels.bandit` — Anti-Persistence KNN-UCB mode selection
 - :mod:`cfjax.kernels.setscore` — UpliftMem set scorer ``G_θ(c, S)`` and its losses
 - :mod:`cfjax.kernels.beam` — UpliftMem beam search and path sampling over memory sets
+- :mod:`cfjax.kernels.evsi` — stable ψ/EVSI, Gaussian conditioning, greedy rank-one batch probing
 """
 
-from cfjax.kernels import bandit, beam, dqn, features, setscore, topk, trainer
+from cfjax.kernels import bandit, beam, dqn, evsi, features, setscore, topk, trainer
 
-__all__ = ["bandit", "beam", "dqn", "features", "setscore", "topk", "trainer"]
+__all__ = ["bandit", "beam", "dqn", "evsi", "features", "setscore", "topk", "trainer"]
