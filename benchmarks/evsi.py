@@ -155,8 +155,6 @@ def run_kernel(inputs, dt, budget: int, repeats: int, max_repeat_s: float = 120.
 
 
 def run_rank_one(inputs, dt, budget: int, steps: int | None) -> dict:
-    import numpy as np
-
     from cfjax.kernels import evsi_reference as R
 
     t0 = time.perf_counter()

@@ -6,7 +6,6 @@ the paper is silent and what we chose.
 
 from __future__ import annotations
 
-import dataclasses
 import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -197,8 +196,3 @@ def load_toml(cls: type[T], path: str | Path) -> T:
     """Read a config written by :func:`save_toml` (or by hand)."""
     with open(path, "rb") as f:
         return from_dict(cls, tomllib.load(f))
-
-
-def replace(cfg: T, **changes: Any) -> T:
-    """``dataclasses.replace`` re-exported for notebooks."""
-    return dataclasses.replace(cfg, **changes)  # type: ignore[type-var]

@@ -18,14 +18,8 @@ from cfjax.antipersist.protocol import ROWS, APConfig, new_state, reproduced_err
 from cfjax.antipersist.run import run_all
 from cfjax.kernels import bandit as bk
 from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.suites.sql import SQLSuite
 
 CFG = dataclasses.replace(APConfig(), iterations=2, tasks_per_iteration=12, seeds=(42,))
-
-
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    return SQLSuite.build(tmp_path_factory.mktemp("apsuite"))
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,9 @@ through module fixtures. Keys are raw ``u32[2]`` arrays drawn with NumPy.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings

@@ -1,7 +1,6 @@
 """Tests for the 98-d selector observation (CounterMem App. C.1, Eq. 9)."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -15,21 +15,8 @@ from cfjax.ledger import Ledger
 from cfjax.llm.base import AlternativesRequest, DraftRequest
 from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
 from cfjax.suites.base import Task
-from cfjax.suites.sql import SQLSuite
 from cfjax.worlds import sql_edits as se
 from cfjax.worlds.base import Outcome
-
-
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> SQLSuite:
-    return SQLSuite.build(tmp_path_factory.mktemp("generator"))
-
-
-@pytest.fixture(scope="module")
-def world(suite):
-    w = suite.world()
-    yield w
-    w.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,8 @@ from cfjax.countermem.store import FrozenStoreError, MemoryStore
 from cfjax.kernels import dqn
 from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedConfig, ScriptedSQLBackbone
 from cfjax.suites.base import Splits
-from cfjax.suites.sql import SQLSuite
 
 ROW_KEYS = {"method", "success", "tokens", "calls_per_solved", "failed_per_solved", "coverage", "harmful_use"}
-
-
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    return SQLSuite.build(tmp_path_factory.mktemp("sqlsuite"))
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,10 @@ from cfjax.countermem.store import Record
 from cfjax.llm import prompts
 from cfjax.llm.base import AlternativesRequest, Attempt, DistilRequest, DraftRequest, ReviseRequest
 from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.suites.sql import SQLSuite
 from cfjax.worlds import sql_edits as se
 
 EDIT_LINE = re.compile(r"EDIT: REPLACE \[(\d+)\] WITH (\S.*)")
 EXTRA_ERROR_FAMILIES = {"having"}  # families with a second error mode (FK join slip)
-
-
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> SQLSuite:
-    return SQLSuite.build(tmp_path_factory.mktemp("scripted"))
 
 
 def bb(suite, **kw) -> ScriptedSQLBackbone:

@@ -12,11 +12,6 @@ def t(task_id: str) -> Task:
     return Task(task_id, f"question {task_id}", "hr", "SELECT 1", "")
 
 
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> SQLSuite:
-    return SQLSuite.build(tmp_path_factory.mktemp("sql_splits"))
-
-
 # --------------------------------------------------------------------------- check_disjoint
 
 

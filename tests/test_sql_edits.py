@@ -8,14 +8,8 @@ from hypothesis import strategies as st
 
 from cfjax.llm.base import DraftRequest
 from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.suites.sql import SQLSuite
 from cfjax.worlds import sql_edits as se
 from cfjax.worlds.sql_edits import EditError, Unit
-
-
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> SQLSuite:
-    return SQLSuite.build(tmp_path_factory.mktemp("sql_edits"))
 
 
 @pytest.fixture(scope="module")

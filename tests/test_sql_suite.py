@@ -21,18 +21,6 @@ VARIANTS = ("base", "look_alike", "new_surface")
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> SQLSuite:
-    return SQLSuite.build(tmp_path_factory.mktemp("sql_suite"))
-
-
-@pytest.fixture(scope="module")
-def world(suite):
-    w = suite.world()
-    yield w
-    w.close()
-
-
-@pytest.fixture(scope="module")
 def trap_drafts(suite) -> dict[str, str]:
     """Each task's draft with its family's characteristic slip forced on, no noise."""
     bb = ScriptedSQLBackbone(suite.specs, ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))

@@ -17,7 +17,6 @@ import sys
 import textwrap
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,8 +26,6 @@ from cfjax.countermem.store import (
     Candidate,
     FrozenStoreError,
     MemoryStore,
-    Record,
-    RecordStats,
     reuse_update,
 )
 from cfjax.io import temp_files_for

@@ -42,7 +42,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cfjax.suites.base import Task
 from cfjax.worlds import sql_edits as se
@@ -301,7 +301,4 @@ def synthesize(mode: str, task: Task, successes: Sequence[Trajectory], failures:
 def _rebind(bad_unit: str, good_unit: str) -> str:
     """The good unit's shape with the bad unit's identifiers and literals (positional)."""
     bt, gt = se.tokenize(bad_unit), se.tokenize(good_unit)
-    out = []
-    for b, g in zip(bt, gt):
-        out.append(b if se.signature(b) == se.signature(g) else g)
-    return " ".join(out).replace(" . ", ".").replace("( ", "(").replace(" )", ")")
+    return se.detokenize([b if se.signature(b) == se.signature(g) else g for b, g in zip(bt, gt)])

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from cfjax.antipersist.guidance import Attempt, Guidance, Rule, Trajectory
+from cfjax.antipersist.guidance import Guidance, Rule, Trajectory
 from cfjax.embed import HashingEmbedder
 from cfjax.index import VectorIndex
 from cfjax.io import atomic_write_json
 from cfjax.suites.base import Task
 
-__all__ = ["embed_text", "FrozenMemoryError", "TrajectoryMemory", "AbstractionStore"]
+__all__ = ["embed_text", "FrozenMemoryError", "TrajectoryMemory", "AbstractionStore", "rules_of"]
 
 
 class FrozenMemoryError(RuntimeError):
@@ -136,5 +136,3 @@ class AbstractionStore(_Embedded):
 def rules_of(items: Sequence[Guidance]) -> list[Rule]:
     return [r for g in items for r in g.rules]
 
-
-__all__ += ["rules_of", "Attempt"]

@@ -222,16 +222,12 @@ def train_resumable(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
     if (ckdir / "meta.json").exists():
         state = load_trainer(ckdir, state, table_digest=digest, config=config, max_depth=max_depth, hp=hp)
     done = int(np.max(np.asarray(state.learner.decisions))) // config.checkpoint_every
-    run = jax.jit(jax.vmap(lambda s, h, t, n=save_every: trainer.run(s, h, t, n_chunks=n), in_axes=(0, None, None)))
-    tail = {}
+    runs: dict[int, object] = {}  # one compiled program per chunk count (save_every, and a shorter tail)
     while done < trainer.n_chunks:
         n = min(save_every, trainer.n_chunks - done)
-        if n != save_every:
-            if n not in tail:
-                tail[n] = jax.jit(jax.vmap(lambda s, h, t, n=n: trainer.run(s, h, t, n_chunks=n), in_axes=(0, None, None)))
-            state = tail[n](state, hp, table)
-        else:
-            state = run(state, hp, table)
+        if n not in runs:
+            runs[n] = jax.jit(jax.vmap(lambda s, h, t, n=n: trainer.run(s, h, t, n_chunks=n), in_axes=(0, None, None)))
+        state = runs[n](state, hp, table)
         done += n
         save_trainer(ckdir, state, table_digest=digest, config=config, max_depth=max_depth, hp=hp)
         if stop_after is not None and done >= stop_after:

@@ -41,6 +41,7 @@ __all__ = [
     "diff_units",
     "alias_map",
     "rule_edits",
+    "detokenize",
 ]
 
 DIALECT = "sqlite"
@@ -285,11 +286,12 @@ def transfer_edit(
                 out.append(r if r is not None else a)
             else:
                 out.append(a)
-        return i, _detokenize(out)
+        return i, detokenize(out)
     return None
 
 
-def _detokenize(tokens: list[str]) -> str:
+def detokenize(tokens: list[str]) -> str:
+    """Join :func:`tokenize` tokens back into SQL text (no spaces around ``.``, inside parentheses, before ``,``)."""
     text = " ".join(tokens)
     text = re.sub(r"\s*\.\s*", ".", text)
     text = re.sub(r"(\w)\s+\(", r"\1(", text)
