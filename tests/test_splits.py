@@ -108,11 +108,27 @@ def test_suite_splits_cover_every_family_and_variant_in_eval(suite):
 
 
 def test_suite_splits_proportions(suite):
-    sp = suite.splits(seed=3, eval_frac=0.3, build_frac=0.35, n_val=10)
+    sp = suite.splits(seed=3, eval_frac=0.3, build_frac=0.35, n_val=10, holdout_envs=())
     n = len(suite.tasks)
     assert abs(len(sp.eval) - 0.3 * n) <= 27  # rounding per (family, variant) group
     assert abs(len(sp.build) - 0.35 * n) <= 27
     assert len(sp.val) == 10
+
+
+def test_held_out_environment_only_in_eval_and_gives_the_new_env_condition(suite):
+    from cfjax.suites.base import TRANSFER_CONDITIONS, transfer_condition
+
+    sp = suite.splits(seed=3)
+    assert suite.holdout_envs == ("clinic",)
+    held = [t for t in suite.tasks if t.env_id == "clinic"]
+    assert held and set(_ids(held)) <= set(_ids(sp.eval))
+    assert not any(t.env_id == "clinic" for t in list(sp.build) + list(sp.train) + list(sp.val))
+    src = {t.env_id for t in sp.build}
+    conds = {transfer_condition(t, src) for t in sp.eval}
+    assert conds == set(TRANSFER_CONDITIONS)
+    assert all(transfer_condition(t, src) == "new_env" for t in held if t.variant == "base")
+    with pytest.raises(ValueError, match="environments the suite does not have"):
+        suite.splits(holdout_envs=("nope",))
 
 
 def test_suite_splits_deterministic_for_a_seed(suite):

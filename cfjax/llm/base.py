@@ -30,6 +30,10 @@ __all__ = [
     "AlternativesResult",
     "DistilResult",
     "ReviseResult",
+    "JudgeRequest",
+    "JudgeResult",
+    "InsightRequest",
+    "InsightResult",
     "Backbone",
     "TextBackbone",
 ]
@@ -153,6 +157,41 @@ class ReviseResult:
     raw: str = ""
 
 
+@dataclass(frozen=True)
+class JudgeRequest:
+    """BEST_OF_N_JUDGE: pick one of N candidates without executing any (App. D.5)."""
+
+    task: Task
+    history: Sequence[Attempt]
+    candidates: Sequence[str]
+    episode: int = 0
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    choice: int  # 0-based; 0 when the reply did not parse
+    parsed: bool
+    usage: Usage
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class InsightRequest:
+    """EXPEL_INSIGHT: one lesson from a finished trajectory (the ExpeL baseline)."""
+
+    task: Task
+    trajectory: Sequence[Attempt]
+    solved: bool
+    episode: int = 0
+
+
+@dataclass(frozen=True)
+class InsightResult:
+    lesson: str  # "" for none
+    usage: Usage
+    raw: str = ""
+
+
 @runtime_checkable
 class Backbone(Protocol):
     """What CounterMem asks of an executor (papers/countermem.md App. D.8)."""
@@ -166,6 +205,10 @@ class Backbone(Protocol):
     def distil_record(self, req: DistilRequest) -> DistilResult: ...
 
     def revise_with_record(self, req: ReviseRequest) -> ReviseResult: ...
+
+    def judge_candidates(self, req: JudgeRequest) -> JudgeResult: ...
+
+    def extract_insight(self, req: InsightRequest) -> InsightResult: ...
 
 
 class TextBackbone(ABC):
@@ -203,3 +246,14 @@ class TextBackbone(ABC):
         c = self._complete(prompts.REVISE_WITH_RECORD, prompt, req)
         action = prompts.parse_action(c.text, default=req.draft)
         return ReviseResult(action, c.usage, c.text)
+
+    def judge_candidates(self, req: JudgeRequest) -> JudgeResult:
+        prompt = prompts.render_judge(req)
+        c = self._complete(prompts.BEST_OF_N_JUDGE, prompt, req)
+        k = prompts.parse_choice(c.text, len(req.candidates))
+        return JudgeResult(0 if k is None else k, k is not None, c.usage, c.text)
+
+    def extract_insight(self, req: InsightRequest) -> InsightResult:
+        prompt = prompts.render_insight(req)
+        c = self._complete(prompts.EXPEL_INSIGHT, prompt, req)
+        return InsightResult(prompts.parse_lesson(c.text), c.usage, c.text)

@@ -19,13 +19,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cfjax.llm.base import AlternativesRequest, Attempt, DistilRequest, DraftRequest, ReviseRequest
+    from cfjax.llm.base import (AlternativesRequest, Attempt, DistilRequest, DraftRequest, InsightRequest,
+                                JudgeRequest, ReviseRequest)
+    from cfjax.suites.base import Task
 
 __all__ = [
     "DRAFT_ACTION",
     "GENERATE_LOCAL_ALTERNATIVES",
     "DISTIL_RECORD",
     "REVISE_WITH_RECORD",
+    "BEST_OF_N_JUDGE",
+    "EXPEL_INSIGHT",
     "LIMITS",
     "truncate",
     "count_tokens",
@@ -38,12 +42,19 @@ __all__ = [
     "parse_edits",
     "parse_distil",
     "format_action",
+    "render_judge",
+    "parse_choice",
+    "render_insight",
+    "parse_lesson",
+    "render_lesson",
 ]
 
 DRAFT_ACTION = "DRAFT_ACTION"
 GENERATE_LOCAL_ALTERNATIVES = "GENERATE_LOCAL_ALTERNATIVES"
 DISTIL_RECORD = "DISTIL_RECORD"
 REVISE_WITH_RECORD = "REVISE_WITH_RECORD"
+BEST_OF_N_JUDGE = "BEST_OF_N_JUDGE"
+EXPEL_INSIGHT = "EXPEL_INSIGHT"
 
 #: Characters kept per prompt field before rendering (App. D.8).
 LIMITS: dict[str, int] = {
@@ -134,16 +145,37 @@ def render_record(
     return truncate(body, "record")
 
 
-_SYSTEM = "You are an agent that writes SQL queries for SQLite databases."
+#: domain → (system line, the action's name, the code-fence language)
+DOMAINS: dict[str, tuple[str, str, str]] = {
+    "sql": ("You are an agent that writes SQL queries for SQLite databases.", "query", "sql"),
+    "python": ("You are an agent that repairs Python functions so that their unit tests pass. "
+               "The action is the complete source of the function.", "function", "python"),
+    "sat": ("You are an agent that writes propositional encodings of combinatorial problems in the cfjax "
+            "constraint language, one constraint group per line; a SAT solver solves them.", "encoding", "text"),
+    "smt": ("You are an agent that writes SMT-LIB 2 encodings (QF_LIA) of scheduling and arithmetic "
+            "problems, one assertion per line; an SMT solver solves them.", "encoding", "smt2"),
+}
+
+
+def _system(task: "Task") -> str:
+    return DOMAINS.get(task.domain, DOMAINS["sql"])[0]
+
+
+def _fence(task: "Task") -> str:
+    return DOMAINS.get(task.domain, DOMAINS["sql"])[2]
+
+
+def _noun(task: "Task") -> str:
+    return DOMAINS.get(task.domain, DOMAINS["sql"])[1]
 
 
 def render_draft(req: "DraftRequest") -> str:
     t = req.task
     return (
-        f"{_SYSTEM}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
+        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
         f"{truncate(t.context, 'context')}\n\n### Earlier attempts\n{_history_text(req.history)}\n\n"
         "### Instructions\nWrite one action that answers the task. Reply with\n"
-        "ACTION:\n```sql\n<your query>\n```"
+        f"ACTION:\n```{_fence(t)}\n<your {_noun(t)}>\n```"
     )
 
 
@@ -151,11 +183,11 @@ def render_alternatives(req: "AlternativesRequest") -> str:
     t = req.task
     units = truncate("\n".join(f"[{i}] {u}" for i, u in enumerate(req.units)), "units")
     return (
-        f"{_SYSTEM}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
+        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
         f"{truncate(t.context, 'context')}\n\n### Failed action\n{truncate(req.action, 'action')}\n\n"
         f"### Evaluator feedback\n{truncate(req.feedback, 'feedback')}\n\n### Decision units\n{units}\n\n"
         f"### Instructions\nPropose at most {req.k} local edits. Each edit replaces exactly ONE "
-        "decision unit; do not write a complete replacement query. One edit per line:\n"
+        f"decision unit; do not write a complete replacement {_noun(t)}. One edit per line:\n"
         "EDIT: REPLACE [<unit index>] WITH <new unit text>"
     )
 
@@ -163,7 +195,7 @@ def render_alternatives(req: "AlternativesRequest") -> str:
 def render_distil(req: "DistilRequest") -> str:
     t = req.task
     return (
-        f"{_SYSTEM}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
+        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
         f"{truncate(t.context, 'context')}\n\n### Original action\n{truncate(req.original, 'action')}\n\n"
         f"### Improved action (checked from the same state)\n{truncate(req.improved, 'action')}\n\n"
         f"### Changed decision unit\n{req.unit_before} -> {req.unit_after}\n\n"
@@ -181,18 +213,79 @@ def render_distil(req: "DistilRequest") -> str:
 def render_revise(req: "ReviseRequest") -> str:
     t = req.task
     return (
-        f"{_SYSTEM}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
+        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
         f"{truncate(t.context, 'context')}\n\n### Earlier attempts\n{_history_text(req.history)}\n\n"
         f"### Draft action\n{truncate(req.draft, 'action')}\n\n"
         f"### A stored correction from an earlier task\n{truncate(req.record_text, 'record')}\n\n"
         "### Instructions\nRevise the draft only if the correction is useful here; otherwise return "
-        "the draft unchanged. Reply with\nACTION:\n```sql\n<your query>\n```"
+        f"the draft unchanged. Reply with\nACTION:\n```{_fence(t)}\n<your {_noun(t)}>\n```"
     )
 
 
-def format_action(action: str) -> str:
+def format_action(action: str, domain: str = "sql") -> str:
     """The DRAFT_ACTION / REVISE_WITH_RECORD output contract."""
-    return f"ACTION:\n```sql\n{action.strip()}\n```"
+    fence = DOMAINS.get(domain, DOMAINS["sql"])[2]
+    return f"ACTION:\n```{fence}\n{action.strip()}\n```"
+
+
+def render_judge(req: "JudgeRequest") -> str:
+    """BEST_OF_N_JUDGE: choose one of N candidate actions without executing any."""
+    t = req.task
+    cands = "\n\n".join(f"### Candidate {i}\n{truncate(a, 'action')}" for i, a in enumerate(req.candidates, 1))
+    return (
+        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
+        f"{truncate(t.context, 'context')}\n\n### Earlier attempts\n{_history_text(req.history)}\n\n{cands}\n\n"
+        f"### Instructions\nChoose exactly one candidate {_noun(t)} to submit. Reply with one line:\n"
+        f"CHOICE: <n>   (1 ≤ n ≤ {len(req.candidates)})"
+    )
+
+
+_CHOICE_RE = re.compile(r"^\s*CHOICE:\s*(\d+)\s*$", re.M)
+
+
+def parse_choice(text: str, n: int) -> int | None:
+    """The 0-based candidate of the first ``CHOICE: <n>`` line with ``1 ≤ n ≤ N``; ``None`` on a parse
+    failure (the caller falls back to candidate 1 and logs it, App. D.5)."""
+    m = _CHOICE_RE.search(text)
+    if not m:
+        return None
+    k = int(m.group(1))
+    return k - 1 if 1 <= k <= n else None
+
+
+def render_insight(req: "InsightRequest") -> str:
+    """EXPEL_INSIGHT: one transferable lesson from a completed attempt (ExpeL baseline)."""
+    t = req.task
+    traj = truncate("\n".join(
+        f"Attempt {i}: {truncate(a.action, 'action')}\nFeedback: {truncate(a.feedback, 'feedback')}"
+        for i, a in enumerate(req.trajectory, 1)), "trajectory")
+    return (
+        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Trajectory ({'solved' if req.solved else 'not solved'})\n"
+        f"{traj}\n\n### Instructions\nExtract one transferable lesson for future tasks. Reply with\n"
+        "LESSON: <the lesson, or none>\nand, if the lesson is a concrete change of one decision unit, a line\n"
+        "EDIT: <unit before> -> <unit after>"
+    )
+
+
+_LESSON_RE = re.compile(r"^\s*LESSON:[ \t]*(\S.*?)\s*$", re.M)
+
+
+def parse_lesson(text: str) -> str:
+    """The lesson text plus its ``EDIT:`` line when present; ``""`` for none or a missing line."""
+    m = _LESSON_RE.search(text)
+    if not m or m.group(1).strip().lower().rstrip(".") == "none":
+        return ""
+    out = m.group(1)
+    for line in text.splitlines():
+        if line.strip().startswith("EDIT:") and " -> " in line:
+            out += "\n" + line.strip()
+            break
+    return out
+
+
+def render_lesson(lesson: str) -> str:
+    """How an ExpeL lesson is shown to REVISE_WITH_RECORD (no condition, no evidence: none was checked)."""
+    return truncate(f"LESSON (from an earlier task, unchecked): {lesson}", "record")
 
 
 _FENCE_RE = re.compile(r"```(?:[a-zA-Z0-9_+-]*)\s*\n(.*?)```", re.S)

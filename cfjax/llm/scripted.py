@@ -1,4 +1,10 @@
-"""The scripted backbone: a seeded, documented simulator of an LLM on SQL tasks.
+"""The scripted backbone: a seeded, documented simulator of an LLM.
+
+:class:`ScriptedBackbone` is domain independent; a :class:`ScriptedDomain`
+supplies the domain's edit model (:mod:`cfjax.worlds.edits`) and error model
+(one characteristic one-unit slip per task family, cue dependent). The SQL
+domain is documented below; the Python (``cfjax.suites.pybugs``) and SAT/SMT
+(``cfjax.suites.sat``) domains document their tables in their own modules.
 
 It is **not** an LLM. It stands in for one so that the whole pipeline runs
 offline on a CPU, and every figure it produces is labelled "scripted
@@ -52,6 +58,16 @@ lookup for foreign keys and columns). It does **not** check the record's
 condition — that is memory's job. With ``p_ignore_record`` it returns the
 draft unchanged anyway.
 
+**Best-of-N judge** (BEST_OF_N_JUDGE). The judge cannot execute anything:
+it picks the candidate written most often among the N (self-consistency;
+ties → the lowest index) and, with ``p_judge_random``, a uniformly random one.
+
+**ExpeL lessons** (EXPEL_INSIGHT). From a trajectory that failed and then
+succeeded, the lesson is the one-unit contrast of the last failed and the
+final action; from a trajectory that only failed, a *guess* (one random rule
+edit of the last failed action — the extractor cannot check it); a
+first-attempt success yields no lesson.
+
 All randomness is drawn from ``random.Random`` seeded by a stable hash of
 ``(seed, call, task_id, episode, attempt, sample)``: the same inputs give the
 same text in every process.
@@ -61,8 +77,10 @@ from __future__ import annotations
 
 import hashlib
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
@@ -72,14 +90,18 @@ from cfjax.llm.base import (
     Completion,
     DistilRequest,
     DraftRequest,
+    InsightRequest,
+    JudgeRequest,
     ReviseRequest,
     TextBackbone,
     Usage,
 )
 from cfjax.suites.base import Task
 from cfjax.worlds import sql_edits as se
+from cfjax.worlds.edits import EditError, EditModel, SQLEdits
 
-__all__ = ["ScriptedConfig", "ScriptedSQLBackbone", "SCRIPTED_LABEL"]
+__all__ = ["ScriptedConfig", "ScriptedDomain", "ScriptedBackbone", "SQLScript", "ScriptedSQLBackbone",
+           "SCRIPTED_LABEL"]
 
 SCRIPTED_LABEL = "scripted backbone (seeded simulator, not an LLM)"
 
@@ -104,10 +126,11 @@ class ScriptedConfig:
     p_condition_semantic: float = 0.5
     p_condition_surface: float = 0.25
     p_ignore_record: float = 0.1
+    p_judge_random: float = 0.2
 
     def __post_init__(self) -> None:
         for name in ("p_error", "p_error_look_alike", "p_noise", "retry_factor", "p_propose_fix",
-                     "p_condition_semantic", "p_condition_surface", "p_ignore_record"):
+                     "p_condition_semantic", "p_condition_surface", "p_ignore_record", "p_judge_random"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"ScriptedConfig.{name} must be in [0, 1], got {v}")
@@ -138,19 +161,55 @@ def _stable_seed(*parts: object) -> int:
     return int.from_bytes(h.digest(), "little")
 
 
-class ScriptedSQLBackbone(TextBackbone):
-    """Seeded simulator of an LLM writing SQL (see module docstring).
+class ScriptedDomain(ABC):
+    """What the scripted backbone knows of one domain: its edit model and its error model.
 
-    Args:
-      schemas: ``env_id → DatabaseSpec`` (what a model reads from the schema
-        text; used for foreign keys and nullable columns).
-      config: the error model.
+    Subclasses set :attr:`edits`, :attr:`errors` (family → ``(slip on base and
+    new-surface tasks, slip on look-alike tasks, ((extra slip, weight), ...))``)
+    and :attr:`semantic_keys`, and implement :meth:`slip`. Every slip changes
+    exactly one decision unit of the action.
     """
 
-    def __init__(self, schemas: Mapping[str, se.SchemaLike], config: ScriptedConfig = ScriptedConfig()) -> None:
-        self.schemas = dict(schemas)
+    edits: EditModel
+    errors: Mapping[str, tuple[str, str, tuple[tuple[str, float], ...]]] = {}
+    #: task attributes that carry the question's semantics; the first present one
+    #: becomes a *semantic* condition
+    semantic_keys: tuple[str, ...] = ()
+    name: str = "abstract"
+
+    def env(self, task: Task) -> Any:
+        """The environment object the edit model's operators read (``None`` by default)."""
+        return None
+
+    @abstractmethod
+    def slip(self, name: str, action: str, task: Task, rng: random.Random) -> str | None:
+        """``action`` after the one-unit slip ``name``, or ``None`` when it does not apply."""
+
+    def unit_kind_name(self, unit_text: str) -> str:
+        """How a distilled situation names the kind of a unit."""
+        return "decision unit"
+
+    def semantic_condition(self, task: Task, key: str) -> str:
+        return f'{key} = "{task.attrs[key]}"'
+
+    def broad_condition(self, task: Task, rng: random.Random) -> str:
+        """A *too broad* condition (true on look-alikes too)."""
+        return "none"
+
+
+class ScriptedBackbone(TextBackbone):
+    """Seeded simulator of an LLM in one domain (see module docstring).
+
+    Args:
+      domain: the domain's edit and error model.
+      config: the error rates.
+    """
+
+    def __init__(self, domain: ScriptedDomain, config: ScriptedConfig = ScriptedConfig()) -> None:
+        self.domain = domain
+        self.edits = domain.edits
         self.config = config
-        self.name = f"scripted-sql(seed={config.seed})"
+        self.name = f"scripted-{domain.name}(seed={config.seed})"
 
     # ------------------------------------------------------------------ plumbing
     def _rng(self, *key: object) -> random.Random:
@@ -158,67 +217,61 @@ class ScriptedSQLBackbone(TextBackbone):
 
     def _complete(self, kind: str, prompt: str, req: object) -> Completion:
         if kind == prompts.DRAFT_ACTION:
-            text = prompts.format_action(self._draft(req))  # type: ignore[arg-type]
+            text = prompts.format_action(self._draft(req), req.task.domain)  # type: ignore[attr-defined]
         elif kind == prompts.GENERATE_LOCAL_ALTERNATIVES:
             text = self._alternatives(req)  # type: ignore[arg-type]
         elif kind == prompts.DISTIL_RECORD:
             text = self._distil(req)  # type: ignore[arg-type]
         elif kind == prompts.REVISE_WITH_RECORD:
-            text = prompts.format_action(self._revise(req))  # type: ignore[arg-type]
+            text = prompts.format_action(self._revise(req), req.task.domain)  # type: ignore[attr-defined]
+        elif kind == prompts.BEST_OF_N_JUDGE:
+            text = self._judge(req)  # type: ignore[arg-type]
+        elif kind == prompts.EXPEL_INSIGHT:
+            text = self._insight(req)  # type: ignore[arg-type]
         else:
             raise ValueError(f"the scripted backbone has no behaviour for template {kind!r}")
         return Completion(text, Usage(prompts.count_tokens(prompt), prompts.count_tokens(text)))
 
-    # ------------------------------------------------------------------ errors
-    def _apply_error(self, name: str, sql: str, task: Task, rng: random.Random) -> str | None:
-        """One-unit slip ``name`` applied to ``sql``; ``None`` if it does not apply."""
-        schema = self.schemas.get(task.env_id)
-        for i, unit in enumerate(se.units(sql)):
-            new = _slip(name, unit, sql, schema)
-            if new is not None and new != unit.text:
-                try:
-                    return se.replace_unit(sql, i, new)
-                except se.EditError:
-                    return None
-        return None
-
+    # ------------------------------------------------------------------ drafts
     def _draft(self, req: DraftRequest) -> str:
         c = self.config
         task = req.task
+        ed = self.edits
         attempt = len(req.history)
         rng = self._rng("draft", task.task_id, req.episode, attempt, req.sample)
-        sql = se.normalize(task.gold)
-        main, look, extra = _ERRORS.get(task.family, ("", "", ()))
+        action = ed.normalize(task.gold)
+        main, look, extra = self.domain.errors.get(task.family, ("", "", ()))
         plan = [(look, c.p_error_look_alike)] if task.variant == "look_alike" else [(main, c.p_error)]
         plan += [(name, c.p_error * w) for name, w in extra if task.variant != "look_alike"]
         for name, p in plan:
             if name and rng.random() < p * c.retry_factor**attempt:
-                sql = self._apply_error(name, sql, task, rng) or sql
+                action = self.domain.slip(name, action, task, rng) or action
         if rng.random() < c.p_noise:
-            edits = se.rule_edits(sql, self.schemas.get(task.env_id))
+            edits = ed.rule_edits(action, self.domain.env(task))
             if edits:
                 i, new = edits[rng.randrange(len(edits))]
                 try:
-                    sql = se.replace_unit(sql, i, new)
-                except se.EditError:
+                    action = ed.replace_unit(action, i, new)
+                except EditError:
                     pass
-        return sql
+        return action
 
     # ------------------------------------------------------------------ Module I
     def _alternatives(self, req: AlternativesRequest) -> str:
         c = self.config
+        ed = self.edits
         rng = self._rng("alternatives", req.task.task_id, req.episode, req.action)
         lines: list[str] = []
         try:
-            mine = se.units(req.action)
-            gold = se.units(se.normalize(req.task.gold))
-        except se.EditError:
+            mine = ed.units(req.action)
+            gold = ed.units(ed.normalize(req.task.gold))
+        except EditError:
             return "EDIT: (the action does not parse; no local edit proposed)"
         wrong = [i for i, (a, b) in enumerate(zip(mine, gold)) if a.kind == b.kind and a.text != b.text]
         if len(mine) == len(gold) and wrong and rng.random() < c.p_propose_fix:
             i = rng.choice(wrong)
             lines.append(f"EDIT: REPLACE [{i}] WITH {gold[i].text}")
-        rules = se.rule_edits(req.action, self.schemas.get(req.task.env_id))
+        rules = ed.rule_edits(req.action, self.domain.env(req.task))
         rng.shuffle(rules)
         n_wrong = 0
         for i, text in rules:
@@ -234,23 +287,21 @@ class ScriptedSQLBackbone(TextBackbone):
     def _distil(self, req: DistilRequest) -> str:
         c = self.config
         t = req.task
+        ed = self.edits
         rng = self._rng("distil", t.task_id, req.episode, req.unit_before, req.unit_after)
         cues = list(t.attrs.get("cues", ()))
         cue_text = f"The question says '{cues[0]}'. " if cues else ""
-        situation = (f"{cue_text}A {_unit_kind_name(req.unit_before)} of the form `{se.signature(req.unit_before)}` "
-                     f"gave the wrong result; `{se.signature(req.unit_after)}` fixed it.")
+        situation = (f"{cue_text}A {self.domain.unit_kind_name(req.unit_before)} of the form "
+                     f"`{ed.signature(req.unit_before)}` gave the wrong result; `{ed.signature(req.unit_after)}` "
+                     "fixed it.")
         u = rng.random()
-        semantic = [k for k in _SEMANTIC_KEYS if k in t.attrs]
+        semantic = [k for k in self.domain.semantic_keys if k in t.attrs]
         if u < c.p_condition_semantic and semantic:
-            k = semantic[0]
-            cond = f'{k} = "{t.attrs[k]}"'
-            if k == "boundary" and "bound_side" in t.attrs:
-                cond += f' and bound_side = "{t.attrs["bound_side"]}"'
+            cond = self.domain.semantic_condition(t, semantic[0])
         elif u < c.p_condition_semantic + c.p_condition_surface and cues:
             cond = f'question contains "{cues[0]}"'
         else:  # too broad
-            ct = t.attrs.get("column_type")
-            cond = f'column_type = "{ct}"' if ct and rng.random() < 0.5 else "none"
+            cond = self.domain.broad_condition(t, rng)
         return f"SITUATION: {situation}\nCONDITION: {cond}"
 
     # ------------------------------------------------------------------ Module III
@@ -260,19 +311,113 @@ class ScriptedSQLBackbone(TextBackbone):
         if edit is None or rng.random() < self.config.p_ignore_record:
             return req.draft
         before, after = edit
-        schema = self.schemas.get(req.task.env_id)
+        moved = self.edits.transfer(before, after, req.draft, self.domain.env(req.task))
+        return req.draft if moved is None else moved
+
+    # ------------------------------------------------------------------ Best-of-N judge
+    def _judge(self, req: JudgeRequest) -> str:
+        """Self-consistency without execution: the candidate written most often wins
+        (ties → the lowest index); with ``p_judge_random`` a uniformly random one."""
+        rng = self._rng("judge", req.task.task_id, req.episode, len(req.history))
+        n = len(req.candidates)
+        if n == 0:
+            return "CHOICE: 1"
+        if rng.random() < self.config.p_judge_random:
+            return f"CHOICE: {rng.randrange(n) + 1}"
+        norm = [self.edits.normalize(a) for a in req.candidates]
+        counts = {a: norm.count(a) for a in norm}
+        best = max(range(n), key=lambda i: (counts[norm[i]], -i))
+        return f"CHOICE: {best + 1}"
+
+    # ------------------------------------------------------------------ ExpeL lesson
+    def _insight(self, req: InsightRequest) -> str:
+        """One lesson from a finished trajectory (ExpeL-style, never executed):
+
+        * a failure followed by a success → the contrast of the last failed and
+          the final action, when they differ in one unit (what changed);
+        * failures only → a *guess*: one rule edit of the last failed action,
+          picked at random (the extractor cannot check it);
+        * first-attempt success → no lesson.
+        """
+        traj = list(req.trajectory)
+        if not traj or (req.solved and len(traj) == 1):
+            return "LESSON: none"
+        ed = self.edits
+        rng = self._rng("insight", req.task.task_id, req.episode)
+        cues = list(req.task.attrs.get("cues", ()))
+        when = f"When the task says '{cues[0]}'" if cues else "In a task like this"
+        if req.solved:
+            failed = next((a for a in reversed(traj[:-1]) if a.score < 1.0), None)
+            d = ed.diff_units(failed.action, traj[-1].action) if failed is not None else None
+            if d is None:
+                return "LESSON: none"
+            _, ub, ua = d
+            return f"LESSON: {when}, write `{ua.text}` instead of `{ub.text}`.\nEDIT: {ub.text} -> {ua.text}"
+        last = traj[-1].action
+        rules = ed.rule_edits(last, self.domain.env(req.task))
         try:
-            aliases = se.alias_map(req.draft)
-        except se.EditError:
-            return req.draft
-        moved = se.transfer_edit(before, after, req.draft, resolve=_resolver(aliases, schema))
-        if moved is None:
-            return req.draft
-        i, new = moved
-        try:
-            return se.replace_unit(req.draft, i, new)
-        except se.EditError:
-            return req.draft
+            units = ed.units(last)
+        except EditError:
+            return "LESSON: none"
+        if not rules:
+            return "LESSON: none"
+        i, new = rules[rng.randrange(len(rules))]
+        return (f"LESSON: {when}, `{units[i].text}` was part of a failed attempt; try `{new}`.\n"
+                f"EDIT: {units[i].text} -> {new}")
+
+
+class SQLScript(ScriptedDomain):
+    """The SQL error model (the family table of the module docstring)."""
+
+    name = "sql"
+    errors = _ERRORS
+    semantic_keys = _SEMANTIC_KEYS
+
+    def __init__(self, schemas: Mapping[str, se.SchemaLike]) -> None:
+        self.schemas = dict(schemas)
+        self.edits = SQLEdits()
+
+    def env(self, task: Task) -> Any:
+        return self.schemas.get(task.env_id)
+
+    def slip(self, name: str, action: str, task: Task, rng: random.Random) -> str | None:
+        schema = self.schemas.get(task.env_id)
+        for i, unit in enumerate(se.units(action)):
+            new = _slip(name, unit, action, schema)
+            if new is not None and new != unit.text:
+                try:
+                    return se.replace_unit(action, i, new)
+                except se.EditError:
+                    return None
+        return None
+
+    def unit_kind_name(self, unit_text: str) -> str:
+        return _unit_kind_name(unit_text)
+
+    def semantic_condition(self, task: Task, key: str) -> str:
+        cond = f'{key} = "{task.attrs[key]}"'
+        if key == "boundary" and "bound_side" in task.attrs:
+            cond += f' and bound_side = "{task.attrs["bound_side"]}"'
+        return cond
+
+    def broad_condition(self, task: Task, rng: random.Random) -> str:
+        ct = task.attrs.get("column_type")
+        return f'column_type = "{ct}"' if ct and rng.random() < 0.5 else "none"
+
+
+class ScriptedSQLBackbone(ScriptedBackbone):
+    """The scripted backbone on the SQL suite.
+
+    Args:
+      schemas: ``env_id → DatabaseSpec`` (what a model reads from the schema
+        text; used for foreign keys and nullable columns).
+      config: the error model.
+    """
+
+    def __init__(self, schemas: Mapping[str, se.SchemaLike], config: ScriptedConfig = ScriptedConfig()) -> None:
+        super().__init__(SQLScript(schemas), config)
+        self.schemas = self.domain.schemas
+        self.name = f"scripted-sql(seed={config.seed})"
 
 
 def _record_edit(record_text: str) -> tuple[str, str] | None:

@@ -7,13 +7,11 @@
 
 from __future__ import annotations
 
-import random
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cfjax.suites.base import Splits, Task
+from cfjax.suites.base import Suite, Task
 from cfjax.suites.sql.databases import DATABASES, DatabaseSpec, build_database, schema_text
 from cfjax.suites.sql.tasks import FAMILIES, LEXICON, make_tasks, observe_attrs
 
@@ -21,8 +19,15 @@ __all__ = ["SQLSuite", "DATABASES", "DatabaseSpec", "FAMILIES", "LEXICON", "obse
 
 
 @dataclass(frozen=True)
-class SQLSuite:
-    """Databases on disk plus every task generated from them."""
+class SQLSuite(Suite):
+    """Databases on disk plus every task generated from them.
+
+    The ``clinic`` database is held out of build and train by default: its
+    base tasks are the *new environment* transfer condition (App. D.4).
+    """
+
+    name = "sql"
+    holdout_envs = ("clinic",)
 
     root: Path
     specs: dict[str, DatabaseSpec]
@@ -64,37 +69,16 @@ class SQLSuite:
 
         return SQLWorld(self.db_paths, **kwargs)
 
-    def task(self, task_id: str) -> Task:
-        for t in self.tasks:
-            if t.task_id == task_id:
-                return t
-        raise KeyError(f"no task {task_id!r} in the SQL suite")
+    def envs(self) -> dict[str, DatabaseSpec]:
+        return dict(self.specs)
 
-    def splits(self, *, seed: int = 12345, eval_frac: float = 0.3, build_frac: float = 0.35,
-               n_val: int = 20) -> Splits:
-        """Stratified build / train / val / eval splits (disjoint; Eq. 14).
+    @property
+    def edits(self):
+        from cfjax.worlds.edits import SQLEdits
 
-        Tasks are grouped by (family, variant) and each group is shuffled with
-        ``seed`` and dealt out in the given proportions, so every split sees
-        every family and every transfer variant. ``val`` (the
-        selector-validation subset, App. C.2) is taken from the training share.
-        """
-        if not 0 < eval_frac < 1 or not 0 < build_frac < 1 or eval_frac + build_frac >= 1:
-            raise ValueError(f"bad split fractions: eval_frac={eval_frac}, build_frac={build_frac}")
-        rng = random.Random(seed)
-        groups: dict[tuple[str, str], list[Task]] = defaultdict(list)
-        for t in self.tasks:
-            groups[(t.family, t.variant)].append(t)
-        build, train, eval_ = [], [], []
-        for key in sorted(groups):
-            g = groups[key]
-            rng.shuffle(g)
-            n_eval = round(len(g) * eval_frac)
-            n_build = round(len(g) * build_frac)
-            eval_ += g[:n_eval]
-            build += g[n_eval:n_eval + n_build]
-            train += g[n_eval + n_build:]
-        rng.shuffle(train)
-        if n_val >= len(train):
-            raise ValueError(f"n_val={n_val} leaves no training tasks (train has {len(train)})")
-        return Splits(build=tuple(build), train=tuple(train[n_val:]), val=tuple(train[:n_val]), eval=tuple(eval_))
+        return SQLEdits()
+
+    def scripted_domain(self):
+        from cfjax.llm.scripted import SQLScript
+
+        return SQLScript(self.specs)
