@@ -29,51 +29,85 @@ def _progress_factory(enabled: bool):
     return make
 
 
-def _countermem_run(args: argparse.Namespace) -> int:
-    from cfjax.config import CounterMemConfig, load_toml
-    from cfjax.countermem.pipeline import run
-    from cfjax.suites.sql import SQLSuite
+QUICK = {"max_tasks": 16, "decisions": 200, "checkpoint_every": 100, "accumulation": (0, 8, 16, 32)}
 
-    if args.suite != "sql":
-        print(f"cfjax: unknown suite {args.suite!r} (available: sql)", file=sys.stderr)
+
+def _countermem_run(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from cfjax.config import CounterMemConfig, load_toml, to_dict
+    from cfjax.countermem.experiment import BackboneSpec, UnitJob, expand_rows, run_jobs
+    from cfjax.countermem.report import aggregate, format_report
+    from cfjax.io import atomic_write_text
+    from cfjax.suites import SUITES, build_suite
+
+    names = list(SUITES) if args.suite == "all" else [args.suite]
+    if any(n not in SUITES for n in names):
+        print(f"cfjax: unknown suite {args.suite!r} (available: {', '.join(SUITES)}, all)", file=sys.stderr)
         return 2
+    rows = expand_rows(args.rows or ["all"])
     cfg = load_toml(CounterMemConfig, args.config) if args.config else CounterMemConfig()
+    max_tasks = args.max_tasks
+    if args.quick:
+        cfg = dataclasses.replace(
+            cfg, seeds=(0,), dqn=dataclasses.replace(cfg.dqn, total_decisions=QUICK["decisions"],
+                                                     checkpoint_every=QUICK["checkpoint_every"]),
+            experiment=dataclasses.replace(cfg.experiment, accumulation_checkpoints=QUICK["accumulation"]))
+        max_tasks = max_tasks or QUICK["max_tasks"]
     if args.seeds is not None:
         cfg = dataclasses.replace(cfg, seeds=tuple(args.seeds))
     if args.decisions is not None:
         cfg = dataclasses.replace(cfg, dqn=dataclasses.replace(cfg.dqn, total_decisions=args.decisions))
     out = Path(args.out)
-    suite = SQLSuite.build(out / "databases")
-    splits = suite.splits(seed=cfg.split_seed, n_val=cfg.n_val)
-    if args.max_tasks:
-        from cfjax.suites.base import Splits
-
-        m = args.max_tasks
-        splits = Splits(splits.build[:m], splits.train[:m], splits.val[: max(1, m // 4)], splits.eval[:m])
-    world = suite.world(timeout_s=cfg.sql_timeout_s)
+    out.mkdir(parents=True, exist_ok=True)
     if args.backbone == "scripted":
-        from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedSQLBackbone
-
-        def make_backbone(seed: int):
-            return ScriptedSQLBackbone(suite.specs, dataclasses.replace(cfg.scripted, seed=seed))
-
-        label = SCRIPTED_LABEL
+        spec = BackboneSpec("scripted")
     else:
-        from cfjax.llm.openai_client import OpenAIBackbone, OpenAIConfig
+        from cfjax.llm.openai_client import OpenAIConfig
 
-        oc = OpenAIConfig.from_env()
+        spec = BackboneSpec("openai", OpenAIConfig.from_env())
+    threads = args.threads if args.threads is not None else (8 if args.backbone == "openai" else 1)
+    workers = args.workers if args.workers is not None else min(2, os.cpu_count() or 1)
+    roots = {}
+    for n in names:
+        roots[n] = out / "suites" / n
+        build_suite(n, roots[n])
+    jobs = [UnitJob(n, str(roots[n]), seed, cfg, rows, spec, max_tasks, threads, str(out / n / f"seed_{seed}"))
+            for n in names for seed in cfg.seeds]
+    from cfjax.config import save_toml
 
-        def make_backbone(seed: int):
-            return OpenAIBackbone(dataclasses.replace(oc, seed=seed))
+    save_toml(cfg, out / "config.toml")
+    print(f"cfjax countermem run: suites={names} backbone={spec.label} seeds={list(cfg.seeds)} "
+          f"rows={len(rows)} units={len(jobs)} workers={workers} threads={threads}"
+          f"{' (quick)' if args.quick else ''} → {out}", flush=True)
+    t0 = time.perf_counter()
+    progress = _progress_factory(not args.no_progress and workers <= 1)
+    units = run_jobs(jobs, workers=workers, progress=progress, log=lambda s: print(s, flush=True))
+    summary = aggregate(units)
+    payload = {"backbone": spec.label, "suites": names, "seeds": list(cfg.seeds), "rows": list(rows),
+               "quick": bool(args.quick), "max_tasks": max_tasks, "workers": workers, "threads": threads,
+               "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "units": units,
+               "config": to_dict(cfg)}
+    from cfjax.countermem.experiment import finite
 
-        label = f"LLM {oc.model} at {oc.base_url}"
-    print(f"cfjax countermem run: suite=sql backbone={label} seeds={list(cfg.seeds)} "
-          f"splits build={len(splits.build)} train={len(splits.train)} val={len(splits.val)} "
-          f"eval={len(splits.eval)} → {out}", flush=True)
-    run(splits, make_backbone=make_backbone, backbone_label=label, world=world, config=cfg, suite="sql",
-        out_dir=out, schemas=suite.specs, progress=_progress_factory(not args.no_progress),
-        log=lambda s: print(s, flush=True))
-    print(f"wrote {out / 'results.json'}, per-seed stores and selector checkpoints under {out}/seed_*/")
+    atomic_write_text(out / "results.json", json.dumps(finite(payload), indent=1) + "\n")
+    report = format_report(summary, backbone=spec.label)
+    atomic_write_text(out / "report.txt", report + "\n")
+    print(report)
+    print(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, stores and selectors under {out}/<suite>/seed_*/ "
+          f"({payload['seconds']:.0f}s); figures: cfjax countermem report {out}")
+    return 0
+
+
+def _countermem_report(args: argparse.Namespace) -> int:
+    from cfjax.countermem.report import draw_figures, format_report, load_results
+
+    res = load_results(args.dir)
+    print(format_report(res["summary"], backbone=res.get("backbone", "")))
+    paths = draw_figures(res, Path(args.out) if args.out else Path(args.dir) / "figures")
+    for p in paths:
+        print(f"wrote {p}")
     return 0
 
 
@@ -194,8 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="method", required=True)
     cm = sub.add_parser("countermem", help="CounterMem: verified counterfactual memory")
     cms = cm.add_subparsers(dest="command", required=True)
-    r = cms.add_parser("run", help="build memory, train the selector, evaluate (Algorithm 1)")
-    r.add_argument("--suite", default="sql", help="task suite (default: sql)")
+    r = cms.add_parser("run", help="Algorithm 1 with every baseline and ablation row on the built-in suites")
+    r.add_argument("--suite", default="sql", help="sql | pybugs | sat | all (default: sql)")
+    r.add_argument("--rows", nargs="+", default=None,
+                   help="rows to run (default: all): none best_of_n expel cf_memory cf_without_wm wm_without_cf "
+                        "random_retrieval shuffled_retrieval no_condition retention accumulation")
     r.add_argument("--out", required=True, help="output directory")
     r.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server; "
@@ -204,8 +241,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--config", default=None, help="a CounterMemConfig TOML file (see DIR/config.toml of a run)")
     r.add_argument("--decisions", type=int, default=None, help="selector training decisions (default 2000, Table 3)")
     r.add_argument("--max-tasks", type=int, default=None, help="cap every split (smoke tests)")
+    r.add_argument("--quick", action="store_true",
+                   help=f"seed 0, {QUICK['max_tasks']} tasks per split, {QUICK['decisions']} selector decisions")
+    r.add_argument("--workers", type=int, default=None,
+                   help="worker processes over (suite, seed) units (default: min(2, CPUs))")
+    r.add_argument("--threads", type=int, default=None,
+                   help="threads per evaluation phase (default: 8 for openai, 1 for scripted)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=_countermem_run)
+
+    rp = cms.add_parser("report", help="print the tables of a run and draw its figures (PNG)")
+    rp.add_argument("dir", help="a run directory (with results.json)")
+    rp.add_argument("--out", default=None, help="figure directory (default DIR/figures)")
+    rp.set_defaults(func=_countermem_report)
 
     t = cms.add_parser("table", help="build a counterfactual decision table for selector training")
     t.add_argument("--suite", default="sql", help="task suite (default: sql)")

@@ -19,6 +19,7 @@ __all__ = [
     "StoreConfig",
     "RetrievalConfig",
     "GeneratorConfig",
+    "ExperimentConfig",
     "AgentConfig",
     "CounterMemConfig",
     "DQNConfig",
@@ -89,6 +90,8 @@ class GeneratorConfig:
     max_expanded: int = 2  # failed decisions expanded per task
     use_backbone: bool = True  # ask GENERATE_LOCAL_ALTERNATIVES first, fill with rules
     verification_budget: int = 12  # ours: counterfactual checks per source task (paper: "while budget remains")
+    verify: bool = True  # False = the "CF without WM" ablation (§6.1): store the first proposal unchecked
+    unverified_delta: float = 0.5  # ours: nominal Δ of unchecked advice (admission needs Δ > ε_adm)
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,25 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class ExperimentConfig:
+    """The baselines, ablations and analyses of §4–6 (``cfjax countermem run --rows``)."""
+
+    best_of_n: int = 5  # N = 1 + K (App. D.5)
+    # ours: the equal record capacity of the retention rows, as a fraction of the records the
+    # main (capacity-B) store keeps, so that the limit binds on every suite (at least 1 record)
+    retention_fraction: float = 0.4
+    accumulation_checkpoints: tuple[int, ...] = (0, 25, 50, 100, 200)  # source tasks (App. D.3)
+
+    def __post_init__(self) -> None:
+        if self.best_of_n < 1:
+            raise ValueError(f"ExperimentConfig.best_of_n must be ≥ 1, got {self.best_of_n}")
+        if not 0.0 < self.retention_fraction <= 1.0:
+            raise ValueError(f"ExperimentConfig.retention_fraction must be in (0, 1], got {self.retention_fraction}")
+        if any(c < 0 for c in self.accumulation_checkpoints):
+            raise ValueError("ExperimentConfig.accumulation_checkpoints must be ≥ 0")
+
+
+@dataclass(frozen=True)
 class CounterMemConfig:
     """Everything one CounterMem run needs (Algorithm 1)."""
 
@@ -123,6 +145,7 @@ class CounterMemConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
     scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     seeds: tuple[int, ...] = (0, 1, 2)
     split_seed: int = 12345  # App. D.2 uses seed 12345 for the evaluation sample
     n_val: int = 20  # selector-validation subset of T_train (App. C.2)

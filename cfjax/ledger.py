@@ -79,6 +79,13 @@ class Ledger:
         if verification:
             self.verification.add_eval(outcome)
 
+    def merge(self, other: "Ledger") -> None:
+        """Add ``other``'s counts (ledgers of parallel episodes, merged in task order)."""
+        self.total += other.total
+        self.verification += other.verification
+        for k, v in other.per_task.items():
+            self.per_task[k] += v
+
     def as_dict(self) -> dict:
         return {"phase": self.phase, "total": self.total.as_dict(), "verification": self.verification.as_dict(),
                 "tasks": len(self.per_task)}

@@ -30,13 +30,17 @@ from cfjax.kernels import features as F
 from cfjax.ledger import Ledger
 from cfjax.llm.base import Attempt, Backbone, DraftRequest, ReviseRequest
 from cfjax.suites.base import Task
-from cfjax.worlds import sql_edits as se
+from cfjax.worlds.edits import EditModel, SQLEdits
 from cfjax.worlds.base import Evaluator
 
 __all__ = ["Decision", "Episode", "Policy", "Agent", "reuse_label", "skip_policy", "top1_policy"]
 
 #: ``policy(obs f32[98], mask bool[5]) -> slot`` (0 = skip).
 Policy = Callable[[np.ndarray, np.ndarray], int]
+
+#: ``retriever(task, state_text, emb_state, attempt, use_conditions) -> records``: replaces the
+#: store's matched retrieval (Eq. 7–8) in the retrieval ablations (§6.2).
+Retriever = Callable[[Task, str, np.ndarray, int, bool], list[Retrieved]]
 
 
 def skip_policy(obs: np.ndarray, mask: np.ndarray) -> int:
@@ -81,6 +85,7 @@ class Decision:
     tokens: int
     calls: int
     failed: int
+    memory_tokens: int = 0  # tokens of the REVISE_WITH_RECORD call (retrieval + context, Fig. 2b)
     label: int | None = None  # reuse label when a record was used
     reference_score: float | None = None
     obs: np.ndarray | None = None
@@ -113,13 +118,17 @@ class Agent:
         store: MemoryStore | None = None,
         embedder: HashingEmbedder | None = None,
         schemas: dict | None = None,
+        edits: EditModel | None = None,
+        retriever: "Retriever | None" = None,
     ) -> None:
         self.backbone = backbone
         self.world = world
         self.config = config
         self.store = store
         self.embedder = embedder or (store.embedder if store is not None else HashingEmbedder())
-        self.schemas = schemas or {}
+        self.schemas = schemas or {}  # env_id → the edit model's environment object
+        self.edits = edits or SQLEdits()
+        self.retriever = retriever
         self.proj = jnp.asarray(F.projection_matrix())
 
     # ------------------------------------------------------------------ observation
@@ -202,13 +211,17 @@ class Agent:
             if memory and self.store is not None:
                 st = self.state_text(task, history, draft)
                 emb_state = self.embedder.embed([st])[0]
-                retrieved = self.store.retrieve(task, st, use_conditions=use_conditions, query=emb_state)
+                if self.retriever is not None:
+                    retrieved = self.retriever(task, st, emb_state, attempt, use_conditions)
+                else:
+                    retrieved = self.store.retrieve(task, st, use_conditions=use_conditions, query=emb_state)
                 z, mask = self.observe(emb_state, draft, retrieved, history, attempt, tokens_so_far)
                 slot = int(policy(z, mask))
                 if not (0 <= slot < len(mask) and mask[slot]):
                     raise ValueError(f"policy chose invalid slot {slot} (mask {mask.tolist()})")
             action = draft
             record_id = None
+            m_tokens = 0
             if slot > 0:
                 rec = retrieved[slot - 1]
                 record_id = rec.record.record_id
@@ -216,10 +229,11 @@ class Agent:
                     task, tuple(history), draft, rec.record.render(with_condition=use_conditions), episode))
                 ledger.llm(task.task_id, rv.usage)
                 d_tokens += rv.usage.total
+                m_tokens = rv.usage.total
                 action = rv.action
             out = self.world.evaluate(task, action)
             ledger.evaluation(task.task_id, out)
-            changed = se.normalize(action) != se.normalize(draft)
+            changed = self.edits.normalize(action) != self.edits.normalize(draft)
             label = ref = None
             if slot > 0:
                 ref = self._reference(task, draft, history, changed, construct, measure_draft, ledger)
@@ -229,14 +243,14 @@ class Agent:
             tokens_so_far += d_tokens
             ep.decisions.append(Decision(
                 task.task_id, attempt, draft, action, slot, record_id, len(retrieved), changed,
-                float(out.score), bool(out.solved), d_tokens, 1, int(not out.solved), label, ref, z, mask))
+                float(out.score), bool(out.solved), d_tokens, 1, int(not out.solved), m_tokens, label, ref, z, mask))
             if construct and self.store is not None and not out.solved and out.completed \
                     and expanded < cfg.generator.max_expanded and budget[0] > 0:
                 expanded += 1
                 ep.expansions.append(expand_failure(
                     task, history, action, out, backbone=self.backbone, world=self.world, store=self.store,
                     config=cfg.generator, schema=self.schemas.get(task.env_id), rng=rng, ledger=ledger,
-                    budget=budget, episode=episode))
+                    budget=budget, episode=episode, edits=self.edits))
             history.append(Attempt(action, out.feedback, float(out.score)))
             if out.solved:
                 break

@@ -17,7 +17,7 @@ from cfjax.countermem.store import Admission, Candidate, MemoryStore
 from cfjax.ledger import Ledger
 from cfjax.llm.base import AlternativesRequest, Attempt, Backbone, DistilRequest
 from cfjax.suites.base import Task
-from cfjax.worlds import sql_edits as se
+from cfjax.worlds.edits import EditError, EditModel, SQLEdits
 from cfjax.worlds.base import Evaluator, Outcome
 
 __all__ = ["Alternative", "Expansion", "propose_alternatives", "expand_failure"]
@@ -56,21 +56,24 @@ def propose_alternatives(
     *,
     backbone: Backbone,
     config: GeneratorConfig,
-    schema: se.SchemaLike | None,
+    schema: object | None,
     rng: random.Random,
     ledger: Ledger,
     episode: int = 0,
+    edits: EditModel | None = None,
 ) -> list[Alternative]:
     """``G(s, a, o; K)`` (Eq. 1): backbone edits first, rule operators fill up to K.
 
     Every alternative differs from ``action`` in exactly one decision unit;
-    duplicates (same resulting action) and no-ops are dropped.
+    duplicates (same resulting action) and no-ops are dropped. ``schema`` is the
+    environment object of ``edits`` (a database schema for SQL).
     """
+    ed = edits or SQLEdits()
     try:
-        units = se.units(action)
-    except se.EditError:
+        units = ed.units(action)
+    except EditError:
         return []
-    base = se.normalize(action)
+    base = ed.normalize(action)
     seen: set[str] = {base}
     out: list[Alternative] = []
 
@@ -78,10 +81,10 @@ def propose_alternatives(
         if len(out) >= config.k_alternatives:
             return
         try:
-            new = se.replace_unit(action, i, text)
-        except se.EditError:
+            new = ed.replace_unit(action, i, text)
+        except EditError:
             return
-        diff = se.diff_units(action, new)
+        diff = ed.diff_units(action, new)
         if new in seen or diff is None:  # not exactly one changed unit
             return
         seen.add(new)
@@ -93,7 +96,7 @@ def propose_alternatives(
         ledger.llm(task.task_id, res.usage, verification=True)
         for i, text in res.edits:
             push(i, text, "backbone")
-    rules = se.rule_edits(action, schema)
+    rules = ed.rule_edits(action, schema)
     rng.shuffle(rules)
     for i, text in rules:
         push(i, text, "rule")
@@ -110,11 +113,12 @@ def expand_failure(
     world: Evaluator,
     store: MemoryStore,
     config: GeneratorConfig,
-    schema: se.SchemaLike | None,
+    schema: object | None,
     rng: random.Random,
     ledger: Ledger,
     budget: list[int],
     episode: int = 0,
+    edits: EditModel | None = None,
 ) -> Expansion:
     """Algorithm 1, lines 4–12, for one failed decision ``(x, s, a, o)``.
 
@@ -123,11 +127,30 @@ def expand_failure(
     for this task) is positive; ``Δ = U(o') − U(o)`` (Eq. 2); a completed check
     with ``Δ > ε_adm`` is distilled (DISTIL_RECORD) and offered to the store
     (Eq. 4, Eq. 5).
+
+    ``config.verify = False`` is the *CF without WM* ablation (§6.1): the
+    backbone's first proposed edit is distilled and offered to the store as
+    unchecked advice, with the nominal gain ``config.unverified_delta`` in
+    place of a measured Δ; no counterfactual check is run.
     """
     exp_ = Expansion()
     alts = propose_alternatives(task, history, action, outcome, backbone=backbone, config=config,
-                                schema=schema, rng=rng, ledger=ledger, episode=episode)
+                                schema=schema, rng=rng, ledger=ledger, episode=episode, edits=edits)
     exp_.proposed = len(alts)
+    if not config.verify:
+        first = next((a for a in alts if a.source == "backbone"), None)
+        if first is not None:
+            exp_.eligible += 1
+            evidence = "Unverified: the edit was proposed but never checked against the evaluator."
+            dist = backbone.distil_record(DistilRequest(task, action, first.action, first.unit_before,
+                                                        first.unit_after, evidence, episode))
+            ledger.llm(task.task_id, dist.usage, verification=True)
+            after = min(1.0, float(outcome.score) + config.unverified_delta)
+            cand = Candidate(task.task_id, dist.situation or "(no situation given)", action, first.action,
+                             first.unit_before, first.unit_after, evidence, dist.condition,
+                             float(outcome.score), after)
+            exp_.admissions.append(store.admit(cand))
+        return exp_
     for alt in alts:
         if budget[0] <= 0:
             break
@@ -139,7 +162,7 @@ def expand_failure(
         if not (o2.completed and delta > store.config.eps_adm):
             continue
         exp_.eligible += 1
-        evidence = (f"From the same database state: original scored {outcome.score:.2f} "
+        evidence = (f"From the same state: original scored {outcome.score:.2f} "
                     f"({outcome.feedback[:200]}); edited scored {o2.score:.2f} ({o2.feedback[:200]}).")
         dist = backbone.distil_record(DistilRequest(task, action, alt.action, alt.unit_before, alt.unit_after,
                                                     evidence, episode))

@@ -346,7 +346,11 @@ class MemoryStore:
     @classmethod
     def load(cls, path: str | Path) -> "MemoryStore":
         """Load a store saved by :meth:`save` (checksum verified)."""
-        p = read_json(Path(path))
+        return cls.from_payload(read_json(Path(path)))
+
+    @classmethod
+    def from_payload(cls, p: dict) -> "MemoryStore":
+        """The store :meth:`to_payload` described (a deep, independent copy)."""
         e = p["embedder"]
         embedder = HashingEmbedder(dim=int(e["dim"]), ngram_range=tuple(e.get("ngram_range", (3, 5))),
                                    lowercase=bool(e.get("lowercase", True)), seed=int(e.get("seed", 0)))
