@@ -106,25 +106,28 @@ def test_episode_return_is_eq10(built, small, cfg):
 def test_cli_main_job_writes_results(tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["countermem", "run", "--suite", "sql", "--out", str(out), "--seeds", "0", "--decisions", "100",
-               "--max-tasks", "16", "--no-progress"])
+               "--max-tasks", "16", "--rows", "none", "cf_memory", "--no-progress", "--workers", "1"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "scripted backbone" in printed and "cf_memory" in printed and "none" in printed
     res = json.loads((out / "results.json").read_text())
-    assert res["backbone"] == SCRIPTED_LABEL and res["suite"] == "sql"
-    methods = [r["method"] for r in res["rows"]]
-    assert methods == ["none", "cf_memory"]
-    for r in res["rows"]:
-        assert ROW_KEYS <= set(r)
-        assert 0.0 <= r["success"] <= 100.0
-    store = MemoryStore.load(out / "seed_0" / "store.json")
+    assert res["backbone"] == SCRIPTED_LABEL and res["suites"] == ["sql"]
+    assert res["rows"] == ["none", "cf_memory"]
+    for method in ("none", "cf_memory"):
+        m = res["summary"]["table"][method]["sql"]
+        assert {"success", "success_std", "tokens", "calls_per_solved", "failed_per_solved", "coverage",
+                "harmful_use"} <= set(m)
+        assert 0.0 <= m["success"] <= 100.0
+    assert res["summary"]["table"]["none"]["sql"]["coverage"] is None
+    store = MemoryStore.load(out / "sql" / "seed_0" / "store.json")
     assert store.frozen
-    params, meta = load_params(out / "seed_0" / "selector")
-    assert meta["seed"] == 0
+    params, meta = load_params(out / "sql" / "seed_0" / "selector")
+    assert meta["seed"] == 0 and meta["suite"] == "sql"
     q = dqn.make_selector(dqn.DQNConfig()).q_values(params, np.zeros((98,), np.float32))
     assert q.shape == (5,)
     cfg = load_toml(CounterMemConfig, out / "config.toml")
     assert cfg.dqn.total_decisions == 100 and cfg.seeds == (0,)
+    assert (out / "report.txt").read_text().startswith("CounterMem — " + SCRIPTED_LABEL)
 
 
 def test_cli_rejects_unknown_suite(tmp_path, capsys):

@@ -175,10 +175,11 @@ class BackboneSpec:
 
 
 def quick_splits(splits: Splits, max_tasks: int) -> Splits:
-    """The first ``max_tasks`` of build/train/eval (val: a quarter), keeping every eval condition."""
+    """At most ``max_tasks`` of build/train/eval (val: a quarter), taken evenly along each split so
+    that every family and transfer condition stays represented."""
     m = max_tasks
-    return Splits(tuple(splits.build[:m]), tuple(splits.train[:m]), tuple(splits.val[: max(2, m // 4)]),
-                  tuple(_spread(splits.eval, m)))
+    return Splits(tuple(_spread(splits.build, m)), tuple(_spread(splits.train, m)),
+                  tuple(_spread(splits.val, max(2, m // 4))), tuple(_spread(splits.eval, m)))
 
 
 def _spread(tasks: Sequence[Task], m: int) -> list[Task]:

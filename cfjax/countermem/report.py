@@ -306,7 +306,7 @@ def draw_figures(results: dict, out_dir: str | Path) -> list[Path]:
                 ax.bar(np.arange(len(TRANSFER_CONDITIONS)) + j * width, ys, width, label=r)
             ax.set_xticks(np.arange(len(TRANSFER_CONDITIONS)) + 0.4 - width / 2, TRANSFER_CONDITIONS, fontsize=8)
             ax.set_title(title)
-        axes[0].legend(fontsize=7)
+        axes[0].legend(fontsize=7, loc="lower left", framealpha=0.9)
         save(fig, "transfer.png")
     T = S["table"]
     abl = [r for r in ("cf_without_wm", "wm_without_cf", "random_retrieval", "shuffled_retrieval", "no_condition",
