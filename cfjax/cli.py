@@ -112,15 +112,13 @@ def _countermem_report(args: argparse.Namespace) -> int:
 
 
 def _scripted_setup(args: argparse.Namespace, cfg):
-    from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedSQLBackbone
-    from cfjax.suites.sql import SQLSuite
+    from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedBackbone
+    from cfjax.suites import build_suite
 
-    if args.suite != "sql":
-        raise ValueError(f"unknown suite {args.suite!r} (available: sql)")
     out = Path(args.out)
-    suite = SQLSuite.build(out / "databases")
+    suite = build_suite(args.suite, out / "suites" / args.suite)
     splits = suite.splits(seed=cfg.split_seed, n_val=cfg.n_val)
-    backbone = ScriptedSQLBackbone(suite.specs, dataclasses.replace(cfg.scripted, seed=args.seed))
+    backbone = ScriptedBackbone(suite.scripted_domain(), dataclasses.replace(cfg.scripted, seed=args.seed))
     return suite, splits, backbone, SCRIPTED_LABEL
 
 
@@ -141,7 +139,10 @@ def _countermem_table(args: argparse.Namespace) -> int:
         print(f"reusing the frozen store {store_path} ({len(store)} records)")
     else:
         store = MemoryStore(cfg.store, cfg.retrieval)
-    agent = Agent(backbone, suite.world(timeout_s=cfg.sql_timeout_s), cfg, store=store, schemas=suite.specs)
+    from cfjax.countermem.experiment import suite_world_kwargs
+
+    agent = Agent(backbone, suite.world(**suite_world_kwargs(suite, cfg)), cfg, store=store,
+                  schemas=dict(suite.envs()), edits=suite.edits)
     if not store.frozen:
         construct(agent, splits.build, seed=args.seed, progress=progress)
         store.save(store_path)
@@ -256,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=_countermem_report)
 
     t = cms.add_parser("table", help="build a counterfactual decision table for selector training")
-    t.add_argument("--suite", default="sql", help="task suite (default: sql)")
+    t.add_argument("--suite", default="sql", help="sql | pybugs | sat (default: sql)")
     t.add_argument("--out", required=True, help="output directory (resumes a build already there)")
     t.add_argument("--seed", type=int, default=0, help="backbone / construction seed (default 0)")
     t.add_argument("--samples", type=int, default=4, help="independent draft samples per task (default 4)")

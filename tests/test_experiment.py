@@ -330,3 +330,21 @@ def test_full_pipeline_through_the_openai_client_against_a_loopback_server(suite
     # the server reports usage in characters: the ledger used it
     assert res["rows"]["none"]["tokens"] > 10 * res["rows"]["none"]["n_tasks"] * 50
     assert all(0 <= m["success"] <= 100 for m in res["rows"].values())
+
+
+@pytest.mark.slow
+def test_countermem_notebook_executes(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "notebooks" / "countermem.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not any(o.get("output_type") == "error" for o in outputs)
+    pngs = [o for o in outputs if o.get("output_type") == "display_data" and "image/png" in o.get("data", {})]
+    assert len(pngs) == 2
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert "Table 1" in text and "pybugs" in text and "sat" in text

@@ -18,7 +18,6 @@ from cfjax.kernels import dqn
 from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedConfig, ScriptedSQLBackbone
 from cfjax.suites.base import Splits
 
-ROW_KEYS = {"method", "success", "tokens", "calls_per_solved", "failed_per_solved", "coverage", "harmful_use"}
 
 
 @pytest.fixture(scope="module")
