@@ -28,7 +28,7 @@ from cfjax.countermem.report import aggregate, draw_figures, format_report
 from cfjax.countermem.store import MemoryStore
 from cfjax.ledger import Ledger
 from cfjax.llm import prompts
-from cfjax.llm.base import Attempt, Completion, InsightRequest, JudgeRequest, TextBackbone, Usage
+from cfjax.llm.base import Attempt, Completion, InsightRequest, JudgeRequest, Usage
 from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
 from cfjax.suites.base import Task
 from cfjax.worlds.base import CachedWorld, Outcome

@@ -71,8 +71,8 @@ def test_evaluation_leaves_the_store_untouched_and_is_paired(built, small, cfg):
     assert json.dumps(agent.store.to_payload(), sort_keys=True) == before
     # the first memory-free drafts are identical in the paired rows
     assert [e.decisions[0].draft for e in eps_none] == [e.decisions[0].draft for e in eps_cf]
-    assert row_none.coverage is None and row_none.harmful_use is None
-    assert 0.0 <= row_cf.coverage <= 1.0
+    assert row_none["coverage"] is None and row_none["harmful_use"] is None
+    assert 0.0 <= row_cf["coverage"] <= 1.0
     # retrieval never returns a record from the task itself (Eq. 7)
     for ep in eps_cf:
         for d in ep.decisions:
