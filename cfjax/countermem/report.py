@@ -268,17 +268,22 @@ def draw_figures(results: dict, out_dir: str | Path) -> list[Path]:
         written.append(p)
 
     if S["accumulation"]:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
         for s, d in S["accumulation"].items():
             xs = [int(n) for n in d["checkpoints"]]
             ys = np.array([d["checkpoints"][str(n)]["success"] for n in xs], float)
             sd = np.array([d["checkpoints"][str(n)]["success_std"] for n in xs], float)
             ax.plot(xs, ys, marker="o", label=s)
             ax.fill_between(xs, ys - sd, ys + sd, alpha=0.2)
+            mt = [d["checkpoints"][str(n)].get("memory_tokens_per_task") for n in xs]
+            bx.plot(xs, [np.nan if v is None else v for v in mt], marker="o", label=s)
         ax.set_xlabel("source tasks processed")
         ax.set_ylabel("held-out success")
         ax.set_title("(a) accumulation, one fixed selector")
         ax.legend()
+        bx.set_xlabel("source tasks processed")
+        bx.set_ylabel("tokens per task")
+        bx.set_title("(b) retrieval + context tokens per task")
         save(fig, "accumulation.png")
     if S["retention"]:
         fig, ax = plt.subplots(figsize=(6, 4))
