@@ -1,6 +1,6 @@
 """The ``cfjax`` command.
 
-    cfjax countermem run --suite sql --out runs/sql           # the main job (scripted backbone, seeds 0 1 2)
+    cfjax countermem run --suite all --out runs/countermem    # the main job (scripted backbone, seeds 0 1 2)
     cfjax countermem run --suite sql --out runs/x --backbone openai   # a real LLM (CFJAX_LLM_BASE_URL, CFJAX_LLM_MODEL)
 """
 
@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     cm = sub.add_parser("countermem", help="CounterMem: verified counterfactual memory")
     cms = cm.add_subparsers(dest="command", required=True)
     r = cms.add_parser("run", help="Algorithm 1 with every baseline and ablation row on the built-in suites")
-    r.add_argument("--suite", default="sql", help="sql | pybugs | sat | all (default: sql)")
+    r.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
     r.add_argument("--rows", nargs="+", default=None,
                    help="rows to run (default: all): none best_of_n expel cf_memory cf_without_wm wm_without_cf "
                         "random_retrieval shuffled_retrieval no_condition retention accumulation")
