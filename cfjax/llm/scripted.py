@@ -190,7 +190,11 @@ class ScriptedDomain(ABC):
         return "decision unit"
 
     def semantic_condition(self, task: Task, key: str) -> str:
-        return f'{key} = "{task.attrs[key]}"'
+        """``key = "value"``; a boundary also names its side (``bound_side``)."""
+        cond = f'{key} = "{task.attrs[key]}"'
+        if key == "boundary" and "bound_side" in task.attrs:
+            cond += f' and bound_side = "{task.attrs["bound_side"]}"'
+        return cond
 
     def broad_condition(self, task: Task, rng: random.Random) -> str:
         """A *too broad* condition (true on look-alikes too)."""
@@ -393,12 +397,6 @@ class SQLScript(ScriptedDomain):
 
     def unit_kind_name(self, unit_text: str) -> str:
         return _unit_kind_name(unit_text)
-
-    def semantic_condition(self, task: Task, key: str) -> str:
-        cond = f'{key} = "{task.attrs[key]}"'
-        if key == "boundary" and "bound_side" in task.attrs:
-            cond += f' and bound_side = "{task.attrs["bound_side"]}"'
-        return cond
 
     def broad_condition(self, task: Task, rng: random.Random) -> str:
         ct = task.attrs.get("column_type")

@@ -11,14 +11,16 @@ the gold action.
 
 from __future__ import annotations
 
+import functools
 import random
+import re
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Task", "Splits", "SplitOverlapError", "check_disjoint", "Suite", "stratified_splits",
+__all__ = ["match_cues", "Task", "Splits", "SplitOverlapError", "check_disjoint", "Suite", "stratified_splits",
            "TRANSFER_CONDITIONS", "transfer_condition"]
 
 
@@ -60,6 +62,36 @@ class Task:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Task) and other.task_id == self.task_id
+
+
+@functools.lru_cache(maxsize=4096)
+def _cue_pattern(phrase: str) -> re.Pattern:
+    return re.compile(r"(?<![a-z])" + re.escape(phrase) + r"(?![a-z])")
+
+
+def match_cues(question: str, lexicon: Mapping[str, tuple[str, str]], sides: Mapping[str, str],
+               attrs: dict) -> dict:
+    """Add a question's cue attributes to ``attrs`` (every suite's ``observe_attrs``).
+
+    Phrases of ``lexicon`` (phrase → (attribute, value)) are matched on word
+    boundaries, longest first, each consuming its span (so "no more than"
+    never also counts as "more than"); the first match of an attribute wins.
+    A phrase listed in ``sides`` also sets ``bound_side``. ``attrs["cues"]``
+    becomes the sorted tuple of matched phrases.
+    """
+    text = " " + " ".join(question.lower().split()) + " "
+    cues = []
+    for phrase in sorted(lexicon, key=len, reverse=True):
+        pat = _cue_pattern(phrase)
+        if pat.search(text):
+            cues.append(phrase)
+            key, value = lexicon[phrase]
+            attrs.setdefault(key, value)
+            if phrase in sides:
+                attrs.setdefault("bound_side", sides[phrase])
+            text = pat.sub(" ", text)
+    attrs["cues"] = tuple(sorted(cues))
+    return attrs
 
 
 class SplitOverlapError(ValueError):

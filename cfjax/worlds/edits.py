@@ -114,16 +114,9 @@ class EditModel(ABC):
         """The single unit in which two actions differ, or ``None`` (zero or several units,
         a parse failure, or different unit kinds)."""
         try:
-            ub, ua = self.units(before), self.units(after)
+            return se.single_diff(self.units(before), self.units(after))
         except EditError:
             return None
-        if [u.kind for u in ub] != [u.kind for u in ua]:
-            return None
-        diffs = [i for i, (x, y) in enumerate(zip(ub, ua)) if x.text != y.text]
-        if len(diffs) != 1:
-            return None
-        i = diffs[0]
-        return i, ub[i], ua[i]
 
 
 class SQLEdits(EditModel):
@@ -142,9 +135,6 @@ class SQLEdits(EditModel):
 
     def rule_edits(self, action: str, env: Any = None) -> list[tuple[int, str]]:
         return se.rule_edits(action, env)
-
-    def diff_units(self, before: str, after: str) -> tuple[int, Unit, Unit] | None:
-        return se.diff_units(before, after)
 
     def transfer(self, before: str, after: str, target: str, env: Any = None) -> str | None:
         from cfjax.llm.scripted import _resolver  # the schema-aware identifier resolver

@@ -185,9 +185,13 @@ def diff_units(before: str, after: str) -> tuple[int, Unit, Unit] | None:
     """The single unit in which two actions differ, or ``None`` if they differ
     in zero or several units (or do not parse, or have different unit kinds)."""
     try:
-        ub, ua = units(before), units(after)
+        return single_diff(units(before), units(after))
     except EditError:
         return None
+
+
+def single_diff(ub: list[Unit], ua: list[Unit]) -> tuple[int, Unit, Unit] | None:
+    """The one position where two unit lists of the same kinds differ, or ``None``."""
     if [u.kind for u in ub] != [u.kind for u in ua]:
         return None
     diffs = [i for i, (x, y) in enumerate(zip(ub, ua)) if x.text != y.text]

@@ -88,12 +88,6 @@ class PyScript(ScriptedDomain):
             return "assignment"
         return "statement"
 
-    def semantic_condition(self, task: Task, key: str) -> str:
-        cond = f'{key} = "{task.attrs[key]}"'
-        if key == "boundary" and "bound_side" in task.attrs:
-            cond += f' and bound_side = "{task.attrs["bound_side"]}"'
-        return cond
-
     def broad_condition(self, task: Task, rng: random.Random) -> str:
         rt = task.attrs.get("return_type")
         return f'return_type = "{rt}"' if rt and rng.random() < 0.5 else "none"

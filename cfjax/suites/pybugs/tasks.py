@@ -40,11 +40,10 @@ from __future__ import annotations
 import ast
 import copy
 import random
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cfjax.suites.base import Task
+from cfjax.suites.base import Task, match_cues
 
 __all__ = ["FAMILIES", "VARIANTS", "LEXICON", "SEMANTIC_KEYS", "REPOS", "Repo", "observe_attrs", "make_tasks",
            "render_tests", "TaskSpec"]
@@ -90,26 +89,13 @@ SEMANTIC_KEYS: dict[str, str] = {
     "floor_division": "division", "none_check": "missing", "sort_order": "order",
     "case_insensitive": "case_semantics", "last_k": "slice_end", "missing_key": "absent_key",
 }
-_PATTERNS = {p: re.compile(r"(?<![a-z])" + re.escape(p) + r"(?![a-z])") for p in LEXICON}
 
 
 def observe_attrs(question: str, *, env: str, function: str, params: tuple[str, ...], return_type: str) -> dict:
     """Observable attributes of a task (see the module docstring)."""
-    text = " " + " ".join(question.lower().split()) + " "
     attrs: dict = {"question": question, "env": env, "function": function, "params": params,
                    "n_params": len(params), "return_type": return_type}
-    cues = []
-    for phrase in sorted(LEXICON, key=len, reverse=True):
-        pat = _PATTERNS[phrase]
-        if pat.search(text):
-            cues.append(phrase)
-            key, value = LEXICON[phrase]
-            attrs.setdefault(key, value)
-            if phrase in _SIDE:
-                attrs.setdefault("bound_side", _SIDE[phrase])
-            text = pat.sub(" ", text)
-    attrs["cues"] = tuple(sorted(cues))
-    return attrs
+    return match_cues(question, LEXICON, _SIDE, attrs)
 
 
 # --------------------------------------------------------------------------- repositories

@@ -183,12 +183,6 @@ class SatScript(ScriptedDomain):
             return "cardinality constraint"
         return "implication" if s.right is not None else "clause"
 
-    def semantic_condition(self, task: Task, key: str) -> str:
-        cond = f'{key} = "{task.attrs[key]}"'
-        if key == "boundary" and "bound_side" in task.attrs:
-            cond += f' and bound_side = "{task.attrs["bound_side"]}"'
-        return cond
-
     def broad_condition(self, task: Task, rng: random.Random) -> str:
         u = rng.random()
         if u < 0.35 and "problem" in task.attrs:

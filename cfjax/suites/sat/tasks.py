@@ -47,11 +47,10 @@ the environment, the problem type and the solver; never the gold.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cfjax.suites.base import Task
+from cfjax.suites.base import Task, match_cues
 from cfjax.suites.sat.instances import context_text
 from cfjax.worlds.sat import SATInstance
 from cfjax.worlds.smt import SMTInstance
@@ -98,25 +97,12 @@ LEXICON: dict[str, tuple[str, str]] = {
 _SIDE = {"at least": "lower", "no fewer than": "lower", "or more": "lower", "more than": "lower",
          "at most": "upper", "no more than": "upper", "or fewer": "upper", "fewer than": "upper",
          "less than": "upper"}
-_PATTERNS = [(p, re.compile(r"(?<![a-z])" + re.escape(p) + r"(?![a-z])"))
-             for p in sorted(LEXICON, key=len, reverse=True)]
 
 
 def observe_attrs(question: str, *, env: str, problem: str, solver: str) -> dict:
     """Observable attributes of a question (see module docstring)."""
-    text = " " + " ".join(question.lower().split()) + " "
     attrs: dict = {"question": question, "env": env, "problem": problem, "solver": solver}
-    cues = []
-    for phrase, pat in _PATTERNS:
-        if pat.search(text):
-            cues.append(phrase)
-            key, value = LEXICON[phrase]
-            attrs.setdefault(key, value)
-            if phrase in _SIDE:
-                attrs.setdefault("bound_side", _SIDE[phrase])
-            text = pat.sub(" ", text)
-    attrs["cues"] = tuple(sorted(cues))
-    return attrs
+    return match_cues(question, LEXICON, _SIDE, attrs)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import re
 import sqlite3
 from pathlib import Path
 
-from cfjax.suites.base import Task
+from cfjax.suites.base import Task, match_cues
 from cfjax.suites.sql.databases import DatabaseSpec, schema_text
 
 __all__ = ["LEXICON", "observe_attrs", "make_tasks", "FAMILIES"]
@@ -75,21 +75,10 @@ _SIDE = {
 
 def observe_attrs(question: str, *, env: str, tables: tuple[str, ...], column_type: str | None) -> dict:
     """Observable attributes of a question (see module docstring)."""
-    text = " " + " ".join(question.lower().split()) + " "
     attrs: dict = {"question": question, "env": env, "tables": tables}
     if column_type is not None:
         attrs["column_type"] = column_type
-    cues = []
-    for phrase in sorted(LEXICON, key=len, reverse=True):
-        pat = re.compile(r"(?<![a-z])" + re.escape(phrase) + r"(?![a-z])")
-        if pat.search(text):
-            cues.append(phrase)
-            key, value = LEXICON[phrase]
-            attrs.setdefault(key, value)
-            if phrase in _SIDE:
-                attrs.setdefault("bound_side", _SIDE[phrase])
-            text = pat.sub(" ", text)
-    attrs["cues"] = tuple(sorted(cues))
+    match_cues(question, LEXICON, _SIDE, attrs)
     if re.search(r"\bhow many\b|\bcount\b", question.lower()):
         attrs["aggregate"] = "count"
     return attrs
