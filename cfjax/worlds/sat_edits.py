@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from cfjax.worlds.edits import EditError, EditModel, Unit, bind_and_rewrite, masked_signature
@@ -164,6 +165,19 @@ def _sat_alternatives(line: Line) -> list[Line]:
     return out
 
 
+def _splice(units: Sequence[Unit], index: int, new: str) -> str:
+    """The action with unit ``index`` printed as ``new``, one unit per line."""
+    return "\n".join(new if i == index else u.text for i, u in enumerate(units))
+
+
+def _normalize_lines(units_of, action: str) -> str:
+    """Canonical print through ``units_of``; whitespace-normalised lines when it does not parse."""
+    try:
+        return "\n".join(u.text for u in units_of(action))
+    except EditError:
+        return "\n".join(" ".join(l.split()) for l in action.splitlines() if l.strip())
+
+
 class SATEdits(EditModel):
     """Constraint groups of the SAT language as decision units (kind ``"group"``)."""
 
@@ -177,14 +191,10 @@ class SATEdits(EditModel):
         us = _sat_units(action)
         if not 0 <= index < len(us):
             raise EditError(f"unit index {index} out of range (the encoding has {len(us)} units)")
-        new = print_line(_sat_one(new_text))
-        return "\n".join(new if i == index else u.text for i, u in enumerate(us))
+        return _splice(us, index, print_line(_sat_one(new_text)))
 
     def normalize(self, action: str) -> str:
-        try:
-            return "\n".join(u.text for u in _sat_units(action))
-        except EditError:
-            return "\n".join(" ".join(l.split()) for l in action.splitlines() if l.strip())
+        return _normalize_lines(_sat_units, action)
 
     def rule_edits(self, action: str, env: Any = None) -> list[tuple[int, str]]:
         try:
@@ -351,14 +361,10 @@ class SMTEdits(EditModel):
         if command_kind(cmd) != us[index].kind:
             raise EditError(f"unit {index} is a {us[index].kind!r} command; the replacement is a "
                             f"{command_kind(cmd)!r} command")
-        new = print_sexpr(cmd)
-        return "\n".join(new if i == index else u.text for i, u in enumerate(us))
+        return _splice(us, index, print_sexpr(cmd))
 
     def normalize(self, action: str) -> str:
-        try:
-            return "\n".join(u.text for u in _smt_units(action))
-        except EditError:
-            return "\n".join(" ".join(l.split()) for l in action.splitlines() if l.strip())
+        return _normalize_lines(_smt_units, action)
 
     def rule_edits(self, action: str, env: Any = None) -> list[tuple[int, str]]:
         try:
