@@ -1,4 +1,4 @@
-"""Throughput of cfjax.embed.HashingEmbedder vs scikit-learn's HashingVectorizer.
+"""Throughput of cfjax.infra.embed.HashingEmbedder vs scikit-learn's HashingVectorizer.
 
 Both embed the same ~20k short, SQL-question-like texts (generated with a
 seeded RNG) with identical settings: ``analyzer='char_wb'``,
@@ -32,7 +32,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from cfjax.embed import HashingEmbedder  # noqa: E402
+from cfjax.infra.embed import HashingEmbedder  # noqa: E402
 
 _TABLES = {
     "singer": ["name", "country", "age", "song_name", "song_release_year", "is_male"],

@@ -37,10 +37,10 @@ def _countermem_run(args: argparse.Namespace) -> int:
     import time
 
     from cfjax.config import CounterMemConfig, load_toml, to_dict
-    from cfjax.countermem.experiment import BackboneSpec, UnitJob, expand_rows, run_jobs
-    from cfjax.countermem.report import aggregate, format_report
-    from cfjax.io import atomic_write_text
-    from cfjax.suites import SUITES, build_suite
+    from cfjax.experiments.countermem import BackboneSpec, UnitJob, expand_rows, run_jobs
+    from cfjax.experiments.report import aggregate, format_report
+    from cfjax.infra.io import atomic_write_text
+    from cfjax.domains import SUITES, build_suite
 
     names = list(SUITES) if args.suite == "all" else [args.suite]
     if any(n not in SUITES for n in names):
@@ -89,7 +89,7 @@ def _countermem_run(args: argparse.Namespace) -> int:
                "quick": bool(args.quick), "max_tasks": max_tasks, "workers": workers, "threads": threads,
                "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "units": units,
                "config": to_dict(cfg)}
-    from cfjax.countermem.experiment import finite
+    from cfjax.experiments.countermem import finite
 
     atomic_write_text(out / "results.json", json.dumps(finite(payload), indent=1) + "\n")
     report = format_report(summary, backbone=spec.label)
@@ -101,7 +101,7 @@ def _countermem_run(args: argparse.Namespace) -> int:
 
 
 def _countermem_report(args: argparse.Namespace) -> int:
-    from cfjax.countermem.report import draw_figures, format_report, load_results
+    from cfjax.experiments.report import draw_figures, format_report, load_results
 
     res = load_results(args.dir)
     print(format_report(res["summary"], backbone=res.get("backbone", "")))
@@ -113,7 +113,7 @@ def _countermem_report(args: argparse.Namespace) -> int:
 
 def _scripted_setup(args: argparse.Namespace, cfg):
     from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedBackbone
-    from cfjax.suites import build_suite
+    from cfjax.domains import build_suite
 
     out = Path(args.out)
     suite = build_suite(args.suite, out / "suites" / args.suite)
@@ -139,7 +139,7 @@ def _countermem_table(args: argparse.Namespace) -> int:
         print(f"reusing the frozen store {store_path} ({len(store)} records)")
     else:
         store = MemoryStore(cfg.store, cfg.retrieval)
-    from cfjax.countermem.experiment import suite_world_kwargs
+    from cfjax.experiments.countermem import suite_world_kwargs
 
     agent = Agent(backbone, suite.world(**suite_world_kwargs(suite, cfg)), cfg, store=store,
                   schemas=dict(suite.envs()), edits=suite.edits)
@@ -160,7 +160,7 @@ def _countermem_train_selectors(args: argparse.Namespace) -> int:
 
     from cfjax.countermem.selectors import parse_grid, parse_seeds, train_selectors
     from cfjax.countermem.table import load_table
-    from cfjax.io import atomic_write_text
+    from cfjax.infra.io import atomic_write_text
     from cfjax.kernels.dqn import DQNConfig
 
     table, meta = load_table(args.table)
@@ -199,7 +199,7 @@ def _countermem_train_selectors(args: argparse.Namespace) -> int:
 
 def _antipersist_run(args: argparse.Namespace) -> int:
     from cfjax.antipersist.protocol import ROWS, APConfig
-    from cfjax.antipersist.run import run_all
+    from cfjax.experiments.antipersist import run_all
 
     if args.suite != "sql":
         raise ValueError(f"unknown suite {args.suite!r} (available: sql)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from cfjax.suites.sql import SQLSuite
+from cfjax.domains.sql import SQLSuite
 
 
 @pytest.fixture(scope="session")

@@ -15,9 +15,10 @@ import pytest
 from cfjax.antipersist.guidance import (Attempt, Rule, SynthesisConfig, Trajectory, parse_rules, render_rules,
                                         synthesize)
 from cfjax.antipersist.protocol import ROWS, APConfig, new_state, reproduced_errors, run_method, run_task
-from cfjax.antipersist.run import run_all
+from cfjax.experiments.antipersist import run_all
 from cfjax.kernels import bandit as bk
-from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
+from cfjax.domains.sql.script import ScriptedSQLBackbone
+from cfjax.llm.scripted import ScriptedConfig
 
 CFG = dataclasses.replace(APConfig(), iterations=2, tasks_per_iteration=12, seeds=(42,))
 

@@ -31,7 +31,7 @@ from cfjax.countermem.conditions import (
     Universal,
     parse_condition,
 )
-from cfjax.suites.base import Task
+from cfjax.domains.base import Task
 
 AT_LEAST = 'question contains "at least" and column_type = "numeric"'
 

@@ -1,4 +1,4 @@
-"""Tests for cfjax.embed.HashingEmbedder (phi of paper Eq. 8)."""
+"""Tests for cfjax.infra.embed.HashingEmbedder (phi of paper Eq. 8)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfjax.embed import HashingEmbedder
+from cfjax.infra.embed import HashingEmbedder
 
 TEXTS = [
     "How many singers do we have?",
@@ -101,7 +101,7 @@ def test_pinned_hash() -> None:
 
 
 _SCRIPT = (
-    "import hashlib, sys; from cfjax.embed import HashingEmbedder; "
+    "import hashlib, sys; from cfjax.infra.embed import HashingEmbedder; "
     "texts = sys.stdin.read().split('\\x1e'); "
     "print(hashlib.sha256(HashingEmbedder().embed(texts).tobytes()).hexdigest())"
 )

@@ -12,7 +12,7 @@ import pytest
 from cfjax.config import CounterMemConfig
 from cfjax.countermem import baselines as B
 from cfjax.countermem.agent import Decision, Episode
-from cfjax.countermem.experiment import (
+from cfjax.experiments.countermem import (
     ROWS,
     BackboneSpec,
     UnitJob,
@@ -24,15 +24,17 @@ from cfjax.countermem.experiment import (
     run_jobs,
     run_unit,
 )
-from cfjax.countermem.report import aggregate, draw_figures, format_report
+from cfjax.experiments.report import aggregate, draw_figures, format_report
 from cfjax.countermem.store import MemoryStore
-from cfjax.ledger import Ledger
+from cfjax.infra.ledger import Ledger
 from cfjax.llm import prompts
 from cfjax.llm.base import Attempt, Completion, InsightRequest, JudgeRequest, Usage
-from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.suites.base import Task
-from cfjax.worlds.base import CachedWorld, Outcome
-from cfjax.worlds.edits import SQLEdits
+from cfjax.domains.sql.script import ScriptedSQLBackbone
+from cfjax.llm.scripted import ScriptedConfig
+from cfjax.domains.base import Task
+from cfjax.domains.sql.edits import SQLEdits
+from cfjax.infra.cache import CachedWorld
+from cfjax.types import Outcome
 from tests.llm_server import FakeLLMServer
 
 SMALL = CounterMemConfig()

@@ -11,12 +11,13 @@ from cfjax.config import GeneratorConfig, StoreConfig
 from cfjax.countermem.agent import reuse_label
 from cfjax.countermem.generator import expand_failure, propose_alternatives
 from cfjax.countermem.store import MemoryStore
-from cfjax.ledger import Ledger
+from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import AlternativesRequest, DraftRequest
-from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.suites.base import Task
-from cfjax.worlds import sql_edits as se
-from cfjax.worlds.base import Outcome
+from cfjax.domains.sql.script import ScriptedSQLBackbone
+from cfjax.llm.scripted import ScriptedConfig
+from cfjax.domains.base import Task
+from cfjax.domains.sql import edits as se
+from cfjax.types import Outcome
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests for cfjax.index.VectorIndex (exact masked retrieval, paper Eq. 7-8)."""
+"""Tests for cfjax.infra.index.VectorIndex (exact masked retrieval, paper Eq. 7-8)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfjax.index import VectorIndex
+from cfjax.infra.index import VectorIndex
 
 
 def _brute_force(

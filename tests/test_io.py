@@ -1,4 +1,4 @@
-"""Tests for the durable file helpers (cfjax.io), including real SIGKILL crash tests."""
+"""Tests for the durable file helpers (cfjax.infra.io), including real SIGKILL crash tests."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-import cfjax.io as cio
-from cfjax.io import (
+import cfjax.infra.io as cio
+from cfjax.infra.io import (
     FORMAT,
     CorruptFileError,
     append_jsonl,
@@ -243,7 +243,7 @@ _WRITER = textwrap.dedent(inspect.getsource(_make_payload)) + textwrap.dedent(
     import os
     import sys
     import time
-    from cfjax.io import atomic_write_json
+    from cfjax.infra.io import atomic_write_json
 
     real_fsync = os.fsync
 
@@ -393,7 +393,7 @@ def test_jsonl_malformed_middle_lines(tmp_path: Path) -> None:
 _APPENDER = textwrap.dedent(
     """
     import sys
-    from cfjax.io import append_jsonl
+    from cfjax.infra.io import append_jsonl
 
     path = sys.argv[1]
     print("ready", flush=True)

@@ -21,7 +21,7 @@ from cfjax.llm.base import (
     Usage,
 )
 from cfjax.llm.openai_client import LLMError, OpenAIBackbone, OpenAIConfig
-from cfjax.suites.base import Task
+from cfjax.domains.base import Task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llm_server import FakeLLMServer, server_usage  # noqa: E402

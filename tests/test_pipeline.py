@@ -8,15 +8,16 @@ import json
 import numpy as np
 import pytest
 
-from cfjax.checkpoint import load_params
+from cfjax.infra.checkpoint import load_params
 from cfjax.cli import main
 from cfjax.config import CounterMemConfig, load_toml
 from cfjax.countermem.agent import Agent, skip_policy
 from cfjax.countermem.pipeline import construct, episode_return, evaluate, train_selector
 from cfjax.countermem.store import FrozenStoreError, MemoryStore
 from cfjax.kernels import dqn
-from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedConfig, ScriptedSQLBackbone
-from cfjax.suites.base import Splits
+from cfjax.domains.sql.script import ScriptedSQLBackbone
+from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedConfig
+from cfjax.domains.base import Splits
 
 
 
@@ -92,7 +93,7 @@ def test_selector_training_and_checkpoint_selection(built, small, cfg):
 
 def test_episode_return_is_eq10(built, small, cfg):
     agent, _ = built
-    from cfjax.ledger import Ledger
+    from cfjax.infra.ledger import Ledger
 
     ep = agent.run_episode(small.eval[0], skip_policy, Ledger("x"), episode=5, memory=False)
     d = cfg.dqn

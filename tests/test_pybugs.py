@@ -1,4 +1,4 @@
-"""Tests for the Python bug-fixing suite (cfjax.suites.pybugs) and its edit model (cfjax.worlds.py_edits)."""
+"""Tests for the Python bug-fixing suite (cfjax.domains.python) and its edit model (cfjax.domains.python.edits)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from cfjax.countermem.conditions import parse_condition
 from cfjax.countermem.store import Record
 from cfjax.llm.base import AlternativesRequest, DistilRequest, DraftRequest, ReviseRequest
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
-from cfjax.suites.base import TRANSFER_CONDITIONS, transfer_condition
-from cfjax.suites.pybugs import FAMILIES, LEXICON, SEMANTIC_KEYS, PyBugsSuite, PyScript, observe_attrs
-from cfjax.suites.pybugs.script import ERRORS
-from cfjax.worlds.edits import EditError, Unit
-from cfjax.worlds.py_edits import KEYWORDS, OPERATORS, PythonEdits, normalize, signature
+from cfjax.domains.base import TRANSFER_CONDITIONS, transfer_condition
+from cfjax.domains.python import FAMILIES, LEXICON, SEMANTIC_KEYS, PyBugsSuite, PyScript, observe_attrs
+from cfjax.domains.python.script import ERRORS
+from cfjax.types import EditError, Unit
+from cfjax.domains.python.edits import KEYWORDS, OPERATORS, PythonEdits, normalize, signature
 
 VARIANTS = ("base", "look_alike", "new_surface")
 ED = PythonEdits()

@@ -1,4 +1,4 @@
-"""Tests for the sandboxed Python world model (cfjax.worlds.pytest_runner)."""
+"""Tests for the sandboxed Python world model (cfjax.domains.python.world)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import cfjax
-from cfjax.suites.base import Task
-from cfjax.suites.pybugs import PyBugsSuite
-from cfjax.suites.pybugs.script import ERRORS
-from cfjax.worlds.base import Evaluator
-from cfjax.worlds.py_edits import PythonEdits
-from cfjax.worlds.pytest_runner import PytestWorld, task_test_path
+from cfjax.domains.base import Task
+from cfjax.domains.python import PyBugsSuite
+from cfjax.domains.python.script import ERRORS
+from cfjax.types import World as Evaluator
+from cfjax.domains.python.edits import PythonEdits
+from cfjax.domains.python.world import PytestWorld, task_test_path
 
 PROJECT = Path(cfjax.__file__).resolve().parents[1]
 GOLD = "def double(x):\n    return 2 * x\n"

@@ -12,11 +12,11 @@ import pytest
 from cfjax.countermem.conditions import parse_condition
 from cfjax.llm.base import DraftRequest
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
-from cfjax.suites import SUITES, open_suite
-from cfjax.suites.base import TRANSFER_CONDITIONS, transfer_condition
-from cfjax.suites.sat import FAMILIES, FAMILY_KEY, INSTANCES, SAT_FAMILIES, SMT_FAMILIES, SATSuite, observe_attrs
-from cfjax.suites.sat.script import ERRORS
-from cfjax.worlds.sat_edits import SatSmtEdits
+from cfjax.domains import SUITES, open_suite
+from cfjax.domains.base import TRANSFER_CONDITIONS, transfer_condition
+from cfjax.domains.sat import FAMILIES, FAMILY_KEY, INSTANCES, SAT_FAMILIES, SMT_FAMILIES, SATSuite, observe_attrs
+from cfjax.domains.sat.script import ERRORS
+from cfjax.domains.sat.edits import SatSmtEdits
 
 VARIANTS = ("base", "look_alike", "new_surface")
 
@@ -76,7 +76,7 @@ def test_suite_size_and_ids(sat_suite):
         for v in VARIANTS:
             assert groups[(fam, v)], (fam, v)
         assert len({t.env_id for t in tasks if t.family == fam}) >= 2, fam
-    assert SUITES["sat"] == "cfjax.suites.sat:SATSuite" and sat_suite.name == "sat"
+    assert SUITES["sat"] == "cfjax.domains.sat:SATSuite" and sat_suite.name == "sat"
     assert sat_suite.holdout_envs[0] in sat_suite.envs()
 
 
@@ -211,7 +211,7 @@ def test_scripted_domain_tables(sat_suite):
 
 def test_only_the_family_requirement_carries_cues(sat_suite):
     """Supporting facts are worded without lexicon cues: the semantic attributes of a task are its family's."""
-    from cfjax.suites.sat import LEXICON
+    from cfjax.domains.sat import LEXICON
 
     keys = {k for k, _ in LEXICON.values()}
     for t in sat_suite.tasks:

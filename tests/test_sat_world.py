@@ -1,4 +1,4 @@
-"""Tests for the SAT and SMT world models (cfjax.worlds.sat / .smt) and their edit models (.sat_edits)."""
+"""Tests for the SAT and SMT world models (cfjax.domains.sat.sat_world / .smt) and their edit models (.sat_edits)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from cfjax.suites.base import Task
-from cfjax.worlds.base import Evaluator
-from cfjax.worlds.edits import EditError
-from cfjax.worlds.sat import SATInstance, SATWorld, SatSmtWorld, parse_line, parse_program, print_line
-from cfjax.worlds.sat_edits import SATEdits, SatSmtEdits, SMTEdits, is_smt
-from cfjax.worlds.smt import SMTInstance, SMTWorld, read_sexprs
+from cfjax.domains.base import Task
+from cfjax.types import World as Evaluator
+from cfjax.types import EditError
+from cfjax.domains.sat.sat_world import SATInstance, SATWorld, SatSmtWorld, parse_line, parse_program, print_line
+from cfjax.domains.sat.edits import SATEdits, SatSmtEdits, SMTEdits, is_smt
+from cfjax.domains.sat.smt_world import SMTInstance, SMTWorld, read_sexprs
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -102,7 +102,7 @@ def test_parse_and_print_round_trip():
                                  "each v in R, v in R: x[v]", "x[a", "x[a,red] ->", "exactly 1 of", "3 of x",
                                  "x[a]; x[b]", "each (u) in E: x[u]", "atmost 9999999 of x[a]", "in"])
 def test_parse_errors(bad):
-    from cfjax.worlds.sat import EncodingError
+    from cfjax.domains.sat.sat_world import EncodingError
 
     with pytest.raises(EncodingError):
         parse_line(bad)

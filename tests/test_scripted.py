@@ -11,8 +11,9 @@ from cfjax.countermem.conditions import parse_condition
 from cfjax.countermem.store import Record
 from cfjax.llm import prompts
 from cfjax.llm.base import AlternativesRequest, Attempt, DistilRequest, DraftRequest, ReviseRequest
-from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.worlds import sql_edits as se
+from cfjax.domains.sql.script import ScriptedSQLBackbone
+from cfjax.llm.scripted import ScriptedConfig
+from cfjax.domains.sql import edits as se
 
 EDIT_LINE = re.compile(r"EDIT: REPLACE \[(\d+)\] WITH (\S.*)")
 EXTRA_ERROR_FAMILIES = {"having"}  # families with a second error mode (FK join slip)

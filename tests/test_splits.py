@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cfjax.suites.base import Splits, SplitOverlapError, Task, check_disjoint
-from cfjax.suites.sql import FAMILIES, SQLSuite
+from cfjax.domains.base import Splits, SplitOverlapError, Task, check_disjoint
+from cfjax.domains.sql import FAMILIES, SQLSuite
 
 
 def t(task_id: str) -> Task:
@@ -116,7 +116,7 @@ def test_suite_splits_proportions(suite):
 
 
 def test_held_out_environment_only_in_eval_and_gives_the_new_env_condition(suite):
-    from cfjax.suites.base import TRANSFER_CONDITIONS, transfer_condition
+    from cfjax.domains.base import TRANSFER_CONDITIONS, transfer_condition
 
     sp = suite.splits(seed=3)
     assert suite.holdout_envs == ("clinic",)

@@ -1,4 +1,4 @@
-"""Tests for SQL decision units and one-unit edits (cfjax.worlds.sql_edits)."""
+"""Tests for SQL decision units and one-unit edits (cfjax.domains.sql.edits)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfjax.llm.base import DraftRequest
-from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.worlds import sql_edits as se
-from cfjax.worlds.sql_edits import EditError, Unit
+from cfjax.domains.sql.script import ScriptedSQLBackbone
+from cfjax.llm.scripted import ScriptedConfig
+from cfjax.domains.sql import edits as se
+from cfjax.domains.sql.edits import EditError, Unit
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,12 @@ from dataclasses import replace
 import pytest
 
 from cfjax.llm.base import DraftRequest
-from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.suites.sql import DATABASES, FAMILIES, SQLSuite, observe_attrs
-from cfjax.suites.sql.databases import build_database
-from cfjax.suites.sql.tasks import make_tasks
-from cfjax.worlds import sql_edits as se
+from cfjax.domains.sql.script import ScriptedSQLBackbone
+from cfjax.llm.scripted import ScriptedConfig
+from cfjax.domains.sql import DATABASES, FAMILIES, SQLSuite, observe_attrs
+from cfjax.domains.sql.databases import build_database
+from cfjax.domains.sql.tasks import make_tasks
+from cfjax.domains.sql import edits as se
 
 VARIANTS = ("base", "look_alike", "new_surface")
 

@@ -1,4 +1,4 @@
-"""Tests for the SQL world model (cfjax.worlds.sql)."""
+"""Tests for the SQL world model (cfjax.domains.sql.world)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from cfjax.suites.base import Task
-from cfjax.worlds.base import Evaluator, Outcome
-from cfjax.worlds.sql import SQLWorld, split_statements
+from cfjax.domains.base import Task
+from cfjax.types import Outcome
+from cfjax.types import World as Evaluator
+from cfjax.domains.sql.world import SQLWorld, split_statements
 
 CITIES = ["Paris", "Berlin", "Rome", "Oslo", "Lima"]
 

@@ -28,10 +28,10 @@ from cfjax.countermem.store import (
     MemoryStore,
     reuse_update,
 )
-from cfjax.io import temp_files_for
-from cfjax.suites.base import Task
-from cfjax.suites.sql import observe_attrs
-from cfjax.worlds.sql_edits import signature
+from cfjax.infra.io import temp_files_for
+from cfjax.domains.base import Task
+from cfjax.domains.sql import observe_attrs
+from cfjax.domains.sql.edits import signature
 
 # one-unit edits with pairwise different masked edits, so R = 0 among them
 EDITS = [
@@ -618,7 +618,7 @@ def test_random_retention_resumes_identically_after_load(tmp_path):
 
 
 def test_load_store_with_non_default_embedding_dim(tmp_path):
-    from cfjax.embed import HashingEmbedder
+    from cfjax.infra.embed import HashingEmbedder
 
     store = MemoryStore(retrieval=RetrievalConfig(dim=128), embedder=HashingEmbedder(dim=128))
     store.admit(cand(0))

@@ -14,9 +14,10 @@ from cfjax.countermem.pipeline import construct
 from cfjax.countermem.store import MemoryStore
 from cfjax.countermem.table import build_table, load_table
 from cfjax.kernels.trainer import table_hash
-from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.suites.base import Splits
-from cfjax.suites.sql import SQLSuite
+from cfjax.domains.sql.script import ScriptedSQLBackbone
+from cfjax.llm.scripted import ScriptedConfig
+from cfjax.domains.base import Splits
+from cfjax.domains.sql import SQLSuite
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,7 @@ from cfjax.antipersist.guidance import MODES, Guidance, Rule, SynthesisConfig, T
 from cfjax.antipersist.memory import AbstractionStore, TrajectoryMemory
 from cfjax.antipersist.outcome_log import OutcomeEntry, OutcomeLog
 from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_method, run_task
-from cfjax.antipersist.run import run_all
 
 __all__ = ["MODES", "Guidance", "Rule", "SynthesisConfig", "Trajectory", "synthesize", "AbstractionStore",
            "TrajectoryMemory", "OutcomeEntry", "OutcomeLog", "ROWS", "APConfig", "reproduced_errors",
-           "run_method", "run_task", "run_all"]
+           "run_method", "run_task"]

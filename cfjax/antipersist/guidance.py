@@ -9,7 +9,7 @@ a list of machine-readable rules — one per line, in a fixed grammar::
     RULE r12: WHEN question contains "at least" REPLACE `<id> > <num>` WITH `<id> >= <num>`
     RULE r13: ALWAYS REPLACE `<id> = <str>` WITH `<id> IS NULL`
 
-A rule is carried onto a draft with :func:`cfjax.worlds.sql_edits.transfer_edit`
+A rule is carried onto a draft with :func:`cfjax.domains.sql.edits.transfer_edit`
 (same mechanism as a CounterMem record). An ``ALWAYS`` rule is
 *over-general*: our operational bias label (App. A.1, Definition 1) flags an
 abstraction that contains one.
@@ -44,8 +44,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cfjax.suites.base import Task
-from cfjax.worlds import sql_edits as se
+from cfjax.domains.base import Task
+from cfjax.domains.sql import edits as se
 
 __all__ = [
     "MODES", "HEADERS", "Attempt", "Trajectory", "Rule", "Guidance", "SynthesisConfig",

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from cfjax.antipersist.guidance import Guidance, Rule, Trajectory
-from cfjax.embed import HashingEmbedder
-from cfjax.index import VectorIndex
-from cfjax.io import atomic_write_json
-from cfjax.suites.base import Task
+from cfjax.infra.embed import HashingEmbedder
+from cfjax.infra.index import VectorIndex
+from cfjax.infra.io import atomic_write_json
+from cfjax.domains.base import Task
 
 __all__ = ["embed_text", "FrozenMemoryError", "TrajectoryMemory", "AbstractionStore", "rules_of"]
 

@@ -19,7 +19,7 @@ instruction    task instruction, truncated to ≤ 500 characters
 =============  ===========================================================
 
 Storage: a single JSONL file, one JSON object per line, keys in the order
-above, written by :func:`cfjax.io.append_jsonl` (one ``os.write`` of the whole
+above, written by :func:`cfjax.infra.io.append_jsonl` (one ``os.write`` of the whole
 line on an ``O_APPEND`` descriptor). Lines are never rewritten, compacted or
 deleted; a reader never writes. Timestamps are *not* stored: entry ``i`` in
 file order has logical timestamp ``t_i = i`` (consecutive ranks, App. B.5
@@ -49,7 +49,7 @@ Under either level a crash *during* an append loses at most that one entry:
 nothing before it is touched, because nothing is ever rewritten. A kill in
 the middle of a large write (lines above a page, i.e. any realistic
 embedding) can leave a torn last line without newline; the next append
-starts a new line first (:func:`cfjax.io.append_jsonl`), and the read
+starts a new line first (:func:`cfjax.infra.io.append_jsonl`), and the read
 protocol skips the torn line with a warning — on every later load too, since
 it is never removed.
 
@@ -82,7 +82,7 @@ from typing import Any, NamedTuple, Union
 
 import numpy as np
 
-from cfjax.io import append_jsonl
+from cfjax.infra.io import append_jsonl
 
 __all__ = [
     "MODES",

@@ -48,10 +48,11 @@ from cfjax.antipersist.outcome_log import OutcomeLog
 from cfjax.kernels import bandit as bk
 from cfjax.llm.base import Attempt as LLMAttempt
 from cfjax.llm.base import DraftRequest
-from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-from cfjax.suites.base import Task
-from cfjax.worlds import sql_edits as se
-from cfjax.worlds.base import Evaluator
+from cfjax.domains.sql.script import ScriptedSQLBackbone  # noqa: TODO(boundary)
+from cfjax.llm.scripted import ScriptedConfig
+from cfjax.domains.base import Task
+from cfjax.domains.sql import edits as se
+from cfjax.types import World
 
 __all__ = ["ROWS", "APConfig", "MethodState", "IterationResult", "run_method", "run_task"]
 
@@ -138,7 +139,7 @@ def _select(state: MethodState, row: str, task: Task, query: np.ndarray, *, iter
     return MODES[int(d.mode)], int(d.branch)
 
 
-def run_task(task: Task, state: MethodState, *, backbone: ScriptedSQLBackbone, world: Evaluator, cfg: APConfig,
+def run_task(task: Task, state: MethodState, *, backbone: ScriptedSQLBackbone, world: World, cfg: APConfig,
              iteration: int, position: int, episode: int, rng: random.Random, train: bool, selector,
              on_guidance: Callable[[Guidance], None] | None = None) -> TaskRecord:
     """One task under one method: select a mode, build guidance, execute, and (training) record.
@@ -200,7 +201,7 @@ def _note_synthesis(state: MethodState, g: Guidance, iteration: int, train: bool
                                   "parent_flagged": list(g.parent_flagged), "rules": len(g.rules)})
 
 
-def _execute(task: Task, rules: Sequence[Rule], *, backbone: ScriptedSQLBackbone, world: Evaluator, cfg: APConfig,
+def _execute(task: Task, rules: Sequence[Rule], *, backbone: ScriptedSQLBackbone, world: World, cfg: APConfig,
              episode: int, rng: random.Random, parents: tuple[str, ...], flagged: tuple[str, ...]) -> Trajectory:
     """The scripted executor: draft, follow applicable guidance rules, evaluate, retry after feedback."""
     attempts: list[Attempt] = []
@@ -274,7 +275,7 @@ class IterationResult:
 
 
 def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: Sequence[Task], schemas: dict,
-               world: Evaluator, cfg: APConfig, out_dir: Path, selector=None,
+               world: World, cfg: APConfig, out_dir: Path, selector=None,
                progress: Callable[[str, int], object] | None = None,
                on_eval: Callable[[MethodState], None] | None = None) -> tuple[list[IterationResult], MethodState]:
     """K iterations of one row for one seed (§4.1 protocol)."""

@@ -25,13 +25,12 @@ import numpy as np
 from cfjax.config import AgentConfig, CounterMemConfig
 from cfjax.countermem.generator import Expansion, expand_failure
 from cfjax.countermem.store import MemoryStore, Retrieved
-from cfjax.embed import HashingEmbedder
+from cfjax.infra.embed import HashingEmbedder
 from cfjax.kernels import features as F
-from cfjax.ledger import Ledger
+from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import Attempt, Backbone, DraftRequest, ReviseRequest
-from cfjax.suites.base import Task
-from cfjax.worlds.edits import EditModel, SQLEdits
-from cfjax.worlds.base import Evaluator
+from cfjax.domains.base import Task
+from cfjax.types import EditModel, World
 
 __all__ = ["Decision", "Episode", "Policy", "Agent", "reuse_label", "skip_policy", "top1_policy"]
 
@@ -112,7 +111,7 @@ class Agent:
     def __init__(
         self,
         backbone: Backbone,
-        world: Evaluator,
+        world: World,
         config: CounterMemConfig,
         *,
         store: MemoryStore | None = None,
@@ -127,7 +126,7 @@ class Agent:
         self.store = store
         self.embedder = embedder or (store.embedder if store is not None else HashingEmbedder())
         self.schemas = schemas or {}  # env_id → the edit model's environment object
-        self.edits = edits or SQLEdits()
+        self.edits = edits
         self.retriever = retriever
         self.proj = jnp.asarray(F.projection_matrix())
 

@@ -2,7 +2,7 @@
 
 Every runner returns :class:`~cfjax.countermem.agent.Episode` objects with the
 same :class:`~cfjax.countermem.agent.Decision` records as the CounterMem
-agent, so one metrics function (:func:`cfjax.countermem.experiment.row_metrics`)
+agent, so one metrics function (:func:`cfjax.experiments.countermem.row_metrics`)
 serves every row with the same denominators (App. D.4, D.6).
 
 * :func:`best_of_n_episode` — the compute control: ``N = 1 + K = 5`` drafts
@@ -28,13 +28,12 @@ import numpy as np
 from cfjax.config import CounterMemConfig
 from cfjax.countermem.agent import Decision, Episode
 from cfjax.countermem.generator import propose_alternatives
-from cfjax.embed import HashingEmbedder
-from cfjax.ledger import Ledger
+from cfjax.infra.embed import HashingEmbedder
+from cfjax.infra.ledger import Ledger
 from cfjax.llm import prompts
 from cfjax.llm.base import Attempt, Backbone, DraftRequest, InsightRequest, JudgeRequest, ReviseRequest
-from cfjax.suites.base import Task
-from cfjax.worlds.base import Evaluator
-from cfjax.worlds.edits import EditModel
+from cfjax.domains.base import Task
+from cfjax.types import EditModel, World
 
 __all__ = ["JudgeLog", "best_of_n_episode", "ExpeLMemory", "build_expel", "expel_episode",
            "wm_without_cf_episode"]
@@ -56,7 +55,7 @@ def _decision(task: Task, attempt: int, draft: str, action: str, out, tokens: in
                     bool(out.solved), tokens, calls, int(not out.solved), memory_tokens, label, reference)
 
 
-def best_of_n_episode(task: Task, *, backbone: Backbone, world: Evaluator, config: CounterMemConfig, n: int,
+def best_of_n_episode(task: Task, *, backbone: Backbone, world: World, config: CounterMemConfig, n: int,
                       ledger: Ledger, episode: int, judge_log: JudgeLog | None = None) -> Episode:
     """One task with Best-of-N sampling and an LLM judge (App. D.5)."""
     ep = Episode(task)
@@ -119,7 +118,7 @@ class ExpeLMemory:
         return len(self.lessons)
 
 
-def build_expel(tasks: list[Task], *, backbone: Backbone, world: Evaluator, config: CounterMemConfig,
+def build_expel(tasks: list[Task], *, backbone: Backbone, world: World, config: CounterMemConfig,
                 ledger: Ledger, episode0: int, embedder: HashingEmbedder | None = None) -> ExpeLMemory:
     """Solve each source task memory-free, then extract one lesson from its trajectory."""
     mem = ExpeLMemory(embedder or HashingEmbedder())
@@ -142,7 +141,7 @@ def build_expel(tasks: list[Task], *, backbone: Backbone, world: Evaluator, conf
     return mem
 
 
-def expel_episode(task: Task, *, backbone: Backbone, world: Evaluator, config: CounterMemConfig, memory: ExpeLMemory,
+def expel_episode(task: Task, *, backbone: Backbone, world: World, config: CounterMemConfig, memory: ExpeLMemory,
                   edits: EditModel, ledger: Ledger, episode: int) -> Episode:
     """One task with the most similar lesson always in context (ExpeL-style)."""
     ep = Episode(task)
@@ -182,7 +181,7 @@ def expel_episode(task: Task, *, backbone: Backbone, world: Evaluator, config: C
 # --------------------------------------------------------------------------- WM without CF
 
 
-def wm_without_cf_episode(task: Task, *, backbone: Backbone, world: Evaluator, config: CounterMemConfig,
+def wm_without_cf_episode(task: Task, *, backbone: Backbone, world: World, config: CounterMemConfig,
                           edits: EditModel, env: object | None, ledger: Ledger, episode: int) -> Episode:
     """Check local alternatives of the current task's failed attempts; keep nothing across tasks.
 

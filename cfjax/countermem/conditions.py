@@ -3,7 +3,7 @@
 A stored correction carries a condition ``c``: a requirement of the *new* task
 that must hold before the correction is applied. Retrieval drops every record
 whose condition is false for the current task (§3.4). A condition is tested
-against the task's observable attributes (:attr:`cfjax.suites.base.Task.attrs`),
+against the task's observable attributes (:attr:`cfjax.domains.base.Task.attrs`),
 a mapping of ``str`` to ``str | int | float | bool | tuple[str, ...]`` that
 always contains ``"question"`` (the question text).
 

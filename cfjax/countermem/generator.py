@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 
 from cfjax.config import GeneratorConfig
 from cfjax.countermem.store import Admission, Candidate, MemoryStore
-from cfjax.ledger import Ledger
+from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import AlternativesRequest, Attempt, Backbone, DistilRequest
-from cfjax.suites.base import Task
-from cfjax.worlds.edits import EditError, EditModel, SQLEdits
-from cfjax.worlds.base import Evaluator, Outcome
+from cfjax.domains.base import Task
+from cfjax.types import EditError, EditModel, Outcome, World
 
 __all__ = ["Alternative", "Expansion", "propose_alternatives", "expand_failure"]
 
@@ -68,7 +67,7 @@ def propose_alternatives(
     duplicates (same resulting action) and no-ops are dropped. ``schema`` is the
     environment object of ``edits`` (a database schema for SQL).
     """
-    ed = edits or SQLEdits()
+    ed = edits
     try:
         units = ed.units(action)
     except EditError:
@@ -110,7 +109,7 @@ def expand_failure(
     outcome: Outcome,
     *,
     backbone: Backbone,
-    world: Evaluator,
+    world: World,
     store: MemoryStore,
     config: GeneratorConfig,
     schema: object | None,

@@ -23,7 +23,7 @@ import orbax.checkpoint as ocp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfjax.config import to_dict
-from cfjax.io import atomic_write_json, read_json
+from cfjax.infra.io import atomic_write_json, read_json
 from cfjax.kernels import dqn
 from cfjax.kernels.trainer import DecisionTable, TrainerState, as_jax, make_train, table_hash
 

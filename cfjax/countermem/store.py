@@ -16,12 +16,12 @@ import numpy as np
 
 from cfjax.config import RetrievalConfig, StoreConfig, from_dict, to_dict
 from cfjax.countermem.conditions import Condition, ConditionError, parse_condition
-from cfjax.embed import HashingEmbedder
-from cfjax.index import VectorIndex
-from cfjax.io import atomic_write_json, read_json
+from cfjax.infra.embed import HashingEmbedder
+from cfjax.infra.index import VectorIndex
+from cfjax.infra.io import atomic_write_json, read_json
 from cfjax.llm import prompts
-from cfjax.suites.base import Task
-from cfjax.worlds.sql_edits import signature
+from cfjax.domains.base import Task
+from cfjax.domains.sql.edits import signature
 
 __all__ = [
     "Record",

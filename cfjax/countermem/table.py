@@ -35,11 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from cfjax.countermem.agent import Agent
-from cfjax.io import atomic_write_bytes, atomic_write_text
+from cfjax.infra.io import atomic_write_bytes, atomic_write_text
 from cfjax.kernels import features as F
 from cfjax.kernels.trainer import DecisionTable, table_hash
 from cfjax.llm.base import Attempt, DraftRequest, ReviseRequest
-from cfjax.suites.base import Splits, Task
+from cfjax.domains.base import Splits, Task
 
 __all__ = ["TableMeta", "build_table", "load_table", "save_table"]
 

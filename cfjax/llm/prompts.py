@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from cfjax.llm.base import (AlternativesRequest, Attempt, DistilRequest, DraftRequest, InsightRequest,
                                 JudgeRequest, ReviseRequest)
-    from cfjax.suites.base import Task
+    from cfjax.domains.base import Task
 
 __all__ = [
     "DRAFT_ACTION",

@@ -1,10 +1,10 @@
 """The scripted backbone: a seeded, documented simulator of an LLM.
 
 :class:`ScriptedBackbone` is domain independent; a :class:`ScriptedDomain`
-supplies the domain's edit model (:mod:`cfjax.worlds.edits`) and error model
+supplies the domain's edit model (:mod:`cfjax.types`) and error model
 (one characteristic one-unit slip per task family, cue dependent). The SQL
-domain is documented below; the Python (``cfjax.suites.pybugs``) and SAT/SMT
-(``cfjax.suites.sat``) domains document their tables in their own modules.
+domain is documented below; the Python (``cfjax.domains.python``) and SAT/SMT
+(``cfjax.domains.sat``) domains document their tables in their own modules.
 
 It is **not** an LLM. It stands in for one so that the whole pipeline runs
 offline on a CPU, and every figure it produces is labelled "scripted
@@ -53,7 +53,7 @@ column type) — a realistic failure that the look-alike tasks expose.
 
 **Revision** (REVISE_WITH_RECORD). The backbone reads the rendered record's
 ``EDIT:`` line and carries the edit onto the first draft unit with the same
-masked shape (:func:`~cfjax.worlds.sql_edits.transfer_edit`, with a schema
+masked shape (:func:`~cfjax.domains.sql.edits.transfer_edit`, with a schema
 lookup for foreign keys and columns). It does **not** check the record's
 condition — that is memory's job. With ``p_ignore_record`` it returns the
 draft unchanged anyway.
@@ -82,8 +82,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlglot import exp
-
 from cfjax.llm import prompts
 from cfjax.llm.base import (
     AlternativesRequest,
@@ -96,12 +94,9 @@ from cfjax.llm.base import (
     TextBackbone,
     Usage,
 )
-from cfjax.suites.base import Task
-from cfjax.worlds import sql_edits as se
-from cfjax.worlds.edits import EditError, EditModel, SQLEdits
+from cfjax.domains.base import Task
 
-__all__ = ["ScriptedConfig", "ScriptedDomain", "ScriptedBackbone", "SQLScript", "ScriptedSQLBackbone",
-           "SCRIPTED_LABEL"]
+__all__ = ["ScriptedConfig", "ScriptedDomain", "ScriptedBackbone", "SCRIPTED_LABEL", "stable_seed"]
 
 SCRIPTED_LABEL = "scripted backbone (seeded simulator, not an LLM)"
 
@@ -138,25 +133,7 @@ class ScriptedConfig:
             raise ValueError("p_condition_semantic + p_condition_surface must be ≤ 1")
 
 
-# family → (error for base/new_surface, error for look_alike, [(extra error, weight)])
-_ERRORS: dict[str, tuple[str, str, tuple[tuple[str, float], ...]]] = {
-    "lower_bound": ("weaken", "strengthen", ()),
-    "upper_bound": ("weaken", "strengthen", ()),
-    "join_key": ("join_ids", "join_fk", ()),
-    "distinct": ("drop_distinct", "add_distinct", ()),
-    "null_check": ("null_as_empty", "empty_as_null", ()),
-    "string_case": ("case_sensitive", "case_insensitive", ()),
-    "count_nonnull": ("count_star", "count_column", ()),
-    "having": ("weaken", "strengthen", (("join_ids", 0.3),)),
-    "order_limit": ("flip_order", "flip_order", ()),
-}
-
-# the lexicon attributes a question's semantics live in (for conditions)
-_SEMANTIC_KEYS = ("boundary", "join_semantics", "cardinality", "null_semantics", "case_semantics",
-                  "count_semantics", "order_direction")
-
-
-def _stable_seed(*parts: object) -> int:
+def stable_seed(*parts: object) -> int:
     h = hashlib.blake2b(repr(parts).encode(), digest_size=8)
     return int.from_bytes(h.digest(), "little")
 
@@ -217,7 +194,7 @@ class ScriptedBackbone(TextBackbone):
 
     # ------------------------------------------------------------------ plumbing
     def _rng(self, *key: object) -> random.Random:
-        return random.Random(_stable_seed(self.config.seed, *key))
+        return random.Random(stable_seed(self.config.seed, *key))
 
     def _complete(self, kind: str, prompt: str, req: object) -> Completion:
         if kind == prompts.DRAFT_ACTION:
@@ -370,54 +347,6 @@ class ScriptedBackbone(TextBackbone):
                 f"EDIT: {units[i].text} -> {new}")
 
 
-class SQLScript(ScriptedDomain):
-    """The SQL error model (the family table of the module docstring)."""
-
-    name = "sql"
-    errors = _ERRORS
-    semantic_keys = _SEMANTIC_KEYS
-
-    def __init__(self, schemas: Mapping[str, se.SchemaLike]) -> None:
-        self.schemas = dict(schemas)
-        self.edits = SQLEdits()
-
-    def env(self, task: Task) -> Any:
-        return self.schemas.get(task.env_id)
-
-    def slip(self, name: str, action: str, task: Task, rng: random.Random) -> str | None:
-        schema = self.schemas.get(task.env_id)
-        for i, unit in enumerate(se.units(action)):
-            new = _slip(name, unit, action, schema)
-            if new is not None and new != unit.text:
-                try:
-                    return se.replace_unit(action, i, new)
-                except se.EditError:
-                    return None
-        return None
-
-    def unit_kind_name(self, unit_text: str) -> str:
-        return _unit_kind_name(unit_text)
-
-    def broad_condition(self, task: Task, rng: random.Random) -> str:
-        ct = task.attrs.get("column_type")
-        return f'column_type = "{ct}"' if ct and rng.random() < 0.5 else "none"
-
-
-class ScriptedSQLBackbone(ScriptedBackbone):
-    """The scripted backbone on the SQL suite.
-
-    Args:
-      schemas: ``env_id → DatabaseSpec`` (what a model reads from the schema
-        text; used for foreign keys and nullable columns).
-      config: the error model.
-    """
-
-    def __init__(self, schemas: Mapping[str, se.SchemaLike], config: ScriptedConfig = ScriptedConfig()) -> None:
-        super().__init__(SQLScript(schemas), config)
-        self.schemas = self.domain.schemas
-        self.name = f"scripted-sql(seed={config.seed})"
-
-
 def _record_edit(record_text: str) -> tuple[str, str] | None:
     for line in record_text.splitlines():
         if line.startswith("EDIT:") and " -> " in line:
@@ -426,98 +355,3 @@ def _record_edit(record_text: str) -> tuple[str, str] | None:
     return None
 
 
-def _unit_kind_name(unit: str) -> str:
-    u = unit.upper()
-    if u.startswith("SELECT"):
-        return "projection"
-    if u.startswith("JOIN") or " JOIN " in u:
-        return "join condition"
-    if u.startswith("ORDER BY"):
-        return "ordering"
-    if u.startswith("LIMIT"):
-        return "limit"
-    if u.startswith("GROUP BY"):
-        return "grouping"
-    return "predicate"
-
-
-def _resolver(aliases: dict[str, str], schema: se.SchemaLike | None):
-    """Adapt identifiers of a stored edit that the new action does not bind:
-    a qualified foreign-key column is looked up in the schema for the two
-    tables the new join connects; a bare column must exist in the queried
-    table, else the table's first nullable column stands in."""
-
-    def resolve(token: str, binding: dict[str, str]) -> str | None:
-        if schema is None:
-            return None
-        if "." in token:
-            qual, col = token.split(".", 1)
-            mine = next((v.split(".", 1)[0] for k, v in binding.items() if "." in k and k.split(".", 1)[0] == qual), None)
-            other = next((v.split(".", 1)[0] for k, v in binding.items() if "." in k and k.split(".", 1)[0] != qual), None)
-            if mine is None or other is None:
-                return None
-            child, parent = aliases.get(mine), aliases.get(other)
-            if child is None or parent is None:
-                return None
-            fk = schema.fk_between(child, parent)
-            return f"{mine}.{fk.column}" if fk is not None else None
-        tables = [t for a, t in aliases.items() if a == t]
-        for tname in tables:
-            try:
-                cols = schema.table(tname).columns
-            except KeyError:
-                continue
-            if any(c.name == token for c in cols):
-                return token
-            nullable = [c.name for c in cols if getattr(c, "nullable", False)]
-            if nullable:
-                return nullable[0]
-        return None
-
-    return resolve
-
-
-def _slip(name: str, unit: se.Unit, sql: str, schema: se.SchemaLike | None) -> str | None:
-    """The text of ``unit`` after slip ``name``, or ``None`` if it does not apply."""
-    import sqlglot
-
-    t = unit.text
-    if unit.kind in ("where", "having"):
-        node = sqlglot.parse_one(t, read=se.DIALECT)
-        pairs = {"weaken": {exp.GTE: exp.GT, exp.LTE: exp.LT}, "strengthen": {exp.GT: exp.GTE, exp.LT: exp.LTE}}
-        if name in pairs and type(node) in pairs[name]:
-            cls = pairs[name][type(node)]
-            return cls(this=node.this, expression=node.expression).sql(dialect=se.DIALECT)
-        if name == "null_as_empty" and isinstance(node, exp.Is):
-            return f"{node.this.sql(dialect=se.DIALECT)} = ''"
-        if name == "empty_as_null" and isinstance(node, exp.EQ) and isinstance(node.expression, exp.Literal) \
-                and node.expression.this == "":
-            return f"{node.this.sql(dialect=se.DIALECT)} IS NULL"
-        if name == "case_sensitive" and isinstance(node, exp.EQ) and isinstance(node.this, exp.Lower):
-            return f"{node.this.this.sql(dialect=se.DIALECT)} = {node.expression.sql(dialect=se.DIALECT)}"
-        if name == "case_insensitive" and isinstance(node, exp.EQ) and isinstance(node.expression, exp.Literal) \
-                and node.expression.is_string and not isinstance(node.this, exp.Lower):
-            return f"LOWER({node.this.sql(dialect=se.DIALECT)}) = '{node.expression.this.lower()}'"
-        return None
-    if unit.kind == "select":
-        if name == "drop_distinct" and t.startswith("SELECT DISTINCT "):
-            return "SELECT " + t[len("SELECT DISTINCT "):]
-        if name == "add_distinct" and not t.startswith("SELECT DISTINCT ") and "COUNT(" not in t:
-            return "SELECT DISTINCT " + t[len("SELECT "):]
-        if name == "count_star" and t.startswith("SELECT COUNT(") and t != "SELECT COUNT(*)":
-            return "SELECT COUNT(*)"
-        if name == "count_column" and t == "SELECT COUNT(*)":
-            edits = [e for _, e in se.rule_edits(sql, schema) if e.startswith("SELECT COUNT(") and e != t]
-            return edits[0] if edits else None
-        return None
-    if unit.kind == "join" and name in ("join_ids", "join_fk"):
-        cands = [e for i, e in se.rule_edits(sql, schema) if e.startswith("JOIN")]
-        want_ids = name == "join_ids"
-        for e in cands:
-            if e.rstrip().endswith(".id") and (".id = " in e) == want_ids:
-                return e
-        return None
-    if unit.kind == "order" and name == "flip_order":
-        edits = [e for _, e in se.rule_edits(sql, schema) if e.startswith("ORDER BY")]
-        return edits[0] if edits else None
-    return None

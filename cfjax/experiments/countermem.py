@@ -1,0 +1,473 @@
+"""Every row of Table 1 and §6 on every built-in suite, from one shared runner.
+
+papers/countermem.md §4–6, App. D.3–D.6, E.3. One *unit* is one suite × one
+seed; within it the memory-free drafts are identical across rows (the
+backbone's randomness is keyed by task, episode id, attempt and sample), so
+every row is paired with ``none`` on the same held-out tasks:
+
+=====================  ========================================================================
+row                    what changes (store / selector / retrieval)
+=====================  ========================================================================
+none                   no memory (the base agent)
+best_of_n              N = 1 + K = 5 drafts per attempt, a backbone judge picks (App. D.5)
+expel                  ExpeL-style lessons from T_build, most similar always shown
+cf_memory              the full method: verified store + trained DQN selector (Algorithm 1)
+cf_without_wm          unverified advice stored (§6.1); its own selector is trained on it
+wm_without_cf          alternatives checked within the task, nothing stored (§6.1)
+random_retrieval       k records sampled from the whole store, no state matching (§6.2)
+shuffled_retrieval     the records matched to another held-out task's state (§6.2)
+no_condition           condition dropped from the filter and the rendered record (App. E.3)
+retention_<rule>       equal capacity (``retention_fraction`` × main store size), rule utility/similarity/recency/random
+accumulation_<n>       the store after n source tasks of a longer stream (0/25/50/100/200)
+=====================  ========================================================================
+
+The interventions (random, shuffled, no_condition, retention, accumulation)
+keep the main run's trained selector unchanged, as App. D.3 and D.5
+prescribe ("only the memory snapshot changes"; "not a comparison between a
+trained selector and a fixed selection rule").
+
+Metrics (:func:`row_metrics`) use the paper's denominators: coverage per
+retrieval opportunity, harmful use per selected record use, action changes
+and harmful changes per retrieved record, rescued/broken tasks against the
+paired ``none`` run, evaluator calls and failed attempts per solved task,
+total task-run tokens — overall and per transfer condition (App. D.4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cfjax.config import CounterMemConfig, ExperimentConfig
+from cfjax.countermem import baselines as B
+from cfjax.countermem.agent import Agent, Episode, Policy, skip_policy, top1_policy
+from cfjax.experiments.metrics import row_metrics
+from cfjax.countermem.pipeline import _EP_BUILD, _EP_EVAL, _greedy_policy, construct, train_selector
+from cfjax.countermem.store import MemoryStore, Retrieved
+from cfjax.kernels import dqn
+from cfjax.infra.ledger import Ledger
+from cfjax.llm.base import Backbone
+from cfjax.llm.scripted import stable_seed
+from cfjax.domains.base import TRANSFER_CONDITIONS, Splits, Suite, Task, transfer_condition
+from cfjax.infra.cache import CachedWorld
+
+__all__ = ["ROWS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS", "expand_rows", "row_metrics", "run_unit",
+           "BackboneSpec", "quick_splits"]
+
+MAIN_ROWS = ("none", "best_of_n", "expel", "cf_memory")
+ABLATION_ROWS = ("cf_without_wm", "wm_without_cf")
+RETRIEVAL_ROWS = ("random_retrieval", "shuffled_retrieval", "no_condition")
+GROUP_ROWS = ("retention", "accumulation")
+ROWS = MAIN_ROWS + ABLATION_ROWS + RETRIEVAL_ROWS + GROUP_ROWS
+RETENTION_RULES = ("utility", "similarity", "recency", "random")
+
+ProgressFactory = Callable[[str, int], object]
+
+
+def expand_rows(rows: Sequence[str]) -> tuple[str, ...]:
+    """Validate ``--rows`` (``all`` = every row); ``none`` and ``cf_memory`` are always run (the
+    pairing reference and the selector every intervention reuses)."""
+    rows = list(rows)
+    if "all" in rows:
+        return ROWS
+    bad = [r for r in rows if r not in ROWS]
+    if bad:
+        raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(ROWS)} or 'all'")
+    out = ["none", "cf_memory"] + [r for r in rows if r not in ("none", "cf_memory")]
+    return tuple(r for r in ROWS if r in out)
+
+
+# --------------------------------------------------------------------------- backbones
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """A picklable recipe for a unit's backbone (worker processes rebuild it)."""
+
+    kind: str = "scripted"  # "scripted" | "openai"
+    openai: object | None = None  # cfjax.llm.openai_client.OpenAIConfig
+
+    def make(self, suite: Suite, seed: int, config: CounterMemConfig) -> Backbone:
+        if self.kind == "scripted":
+            from cfjax.llm.scripted import ScriptedBackbone
+
+            return ScriptedBackbone(suite.scripted_domain(), dataclasses.replace(config.scripted, seed=seed))
+        if self.kind == "openai":
+            from cfjax.llm.openai_client import OpenAIBackbone
+
+            return OpenAIBackbone(dataclasses.replace(self.openai, seed=seed))  # type: ignore[type-var]
+        raise ValueError(f"unknown backbone kind {self.kind!r} (scripted | openai)")
+
+    @property
+    def label(self) -> str:
+        if self.kind == "scripted":
+            from cfjax.llm.scripted import SCRIPTED_LABEL
+
+            return SCRIPTED_LABEL
+        return f"LLM {getattr(self.openai, 'model', '?')} at {getattr(self.openai, 'base_url', '?')}"
+
+
+# --------------------------------------------------------------------------- one unit
+
+
+def quick_splits(splits: Splits, max_tasks: int) -> Splits:
+    """At most ``max_tasks`` of build/train/eval (val: a quarter), taken evenly along each split so
+    that every family and transfer condition stays represented."""
+    m = max_tasks
+    return Splits(tuple(_spread(splits.build, m)), tuple(_spread(splits.train, m)),
+                  tuple(_spread(splits.val, max(2, m // 4))), tuple(_spread(splits.eval, m)))
+
+
+def _spread(tasks: Sequence[Task], m: int) -> list[Task]:
+    if len(tasks) <= m:
+        return list(tasks)
+    step = len(tasks) / m
+    return [tasks[int(i * step)] for i in range(m)]
+
+
+@dataclass
+class UnitContext:
+    suite: Suite
+    splits: Splits
+    world: CachedWorld
+    backbone: Backbone
+    config: CounterMemConfig
+    seed: int
+    threads: int
+    conditions: dict[str, str]
+    progress: ProgressFactory
+    episodes: dict[str, list[Episode]] = field(default_factory=dict)
+
+    def agent(self, store: MemoryStore | None, config: CounterMemConfig | None = None, retriever=None) -> Agent:
+        return Agent(self.backbone, self.world, config or self.config, store=store, schemas=dict(self.suite.envs()),
+                     edits=self.suite.edits, retriever=retriever)
+
+    def run_rows(self, name: str, fn: Callable[[int, Task, Ledger], Episode], *, memory: bool) -> dict:
+        """Evaluate ``fn`` on every held-out task (threads when ``threads > 1``; identical results:
+        episodes are independent given frozen memory and selector, ledgers merge in task order)."""
+        tasks = list(self.splits.eval)
+        bar = self.progress(f"{self.suite.name}/{self.seed} {name}", len(tasks))
+
+        def one(i: int) -> tuple[Episode, Ledger]:
+            led = Ledger(name)
+            ep = fn(_EP_EVAL + i, tasks[i], led)
+            bar.update(1)
+            return ep, led
+
+        if self.threads > 1:
+            with ThreadPoolExecutor(self.threads) as ex:
+                res = list(ex.map(one, range(len(tasks))))
+        else:
+            res = [one(i) for i in range(len(tasks))]
+        bar.close()
+        ledger = Ledger(f"eval/{name}")
+        for _, led in res:
+            ledger.merge(led)
+        eps = [ep for ep, _ in res]
+        self.episodes[name] = eps
+        return row_metrics(eps, ledger, memory=memory, conditions=self.conditions, paired=self.episodes.get("none"))
+
+    def agent_rows(self, name: str, agent: Agent, policy: Policy, *, memory: bool) -> dict:
+        if memory and agent.store is not None and not agent.store.frozen:
+            raise RuntimeError("held-out evaluation requires a frozen store (Algorithm 1, line 27)")
+        return self.run_rows(name, lambda e, t, led: agent.run_episode(t, policy, led, episode=e, memory=memory,
+                                                                        measure_draft=memory), memory=memory)
+
+
+def _random_retriever(store: MemoryStore, seed: int) -> Callable:
+    """§6.2 random retrieval: k records drawn uniformly from the store (no matching, no filter);
+    the features carry their true similarity to the current state."""
+    rids = sorted(store.records)
+
+    def retrieve(task: Task, state: str, emb: np.ndarray, attempt: int, use_conditions: bool) -> list[Retrieved]:
+        pool = [r for r in rids if store.records[r].source_task != task.task_id]
+        rng = random.Random(stable_seed("random_retrieval", seed, task.task_id, attempt))
+        pick = rng.sample(pool, min(store.retrieval.k, len(pool)))
+        out = []
+        for rid in pick:
+            rel = float(store._situation[rid] @ emb)
+            st = store.stats[rid]
+            out.append(Retrieved(store.records[rid], st, rel, rel + store.retrieval.lambda_reuse * st.u))
+        out.sort(key=lambda r: -r.score)
+        return out
+
+    return retrieve
+
+
+def _shuffled_retriever(store: MemoryStore, tasks: Sequence[Task], seed: int) -> Callable:
+    """§6.2 shuffled retrieval: each held-out task receives the records matched (Eq. 7–8) to the
+    state of another held-out task (a seeded derangement)."""
+    ids = [t.task_id for t in tasks]
+    rng = random.Random(seed)
+    perm = list(range(len(ids)))
+    if len(ids) > 1:
+        while any(i == p for i, p in enumerate(perm)):
+            rng.shuffle(perm)
+    other = {ids[i]: tasks[p] for i, p in enumerate(perm)}
+
+    def retrieve(task: Task, state: str, emb: np.ndarray, attempt: int, use_conditions: bool) -> list[Retrieved]:
+        o = other.get(task.task_id, task)
+        return store.retrieve(o, o.question, use_conditions=use_conditions)
+
+    return retrieve
+
+
+def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Backbone, rows: Sequence[str],
+             splits: Splits | None = None, threads: int = 1, progress: ProgressFactory | None = None,
+             log: Callable[[str], None] = lambda s: None, out_dir: str | Path | None = None) -> dict:
+    """Every requested row for one suite and one seed. Returns a JSON-ready dict.
+
+    With ``out_dir`` the frozen main store (``store.json``) and the trained
+    selector (orbax, ``selector/``) are written there."""
+    from cfjax.countermem.pipeline import null_progress
+
+    t0 = time.perf_counter()
+    ex: ExperimentConfig = config.experiment
+    rows = expand_rows(rows)
+    progress = progress or null_progress
+    splits = splits or suite.splits(seed=config.split_seed, n_val=config.n_val)
+    world = CachedWorld(suite.world(**suite_world_kwargs(suite, config)))
+    source_envs = {t.env_id for t in splits.build}
+    ctx = UnitContext(suite, splits, world, backbone, config, seed, threads,
+                      {t.task_id: transfer_condition(t, source_envs) for t in splits.eval}, progress)
+    res: dict = {"suite": suite.name, "seed": seed, "rows": {}, "groups": {}, "timing": {}}
+
+    def timed(key: str, t: float) -> None:
+        res["timing"][key] = round(time.perf_counter() - t, 2)
+
+    # --- the full method: construct, freeze, train the selector (Algorithm 1)
+    t = time.perf_counter()
+    store = MemoryStore(config.store, config.retrieval)
+    agent = ctx.agent(store)
+    construct(agent, splits.build, seed=seed, progress=progress)
+    params, tlog, _ = train_selector(agent, splits.train, splits.val, seed=seed, progress=progress)
+    greedy = _greedy_policy(dqn.make_selector(config.dqn), params)
+    res["store"] = dict(store.summary())
+    if out_dir is not None:
+        from cfjax.infra.checkpoint import save_params
+        from cfjax.config import to_dict
+
+        d = Path(out_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        store.save(d / "store.json")
+        save_params(d / "selector", params, {
+            "suite": suite.name, "seed": seed, "best_decision": tlog.best_decision,
+            "best_val_return": tlog.best_return, "checkpoints": tlog.checkpoints, "dqn": to_dict(config.dqn)})
+    res["train"] = {"decisions": tlog.decisions, "best_decision": tlog.best_decision,
+                    "best_val_return": tlog.best_return}
+    timed("cf_memory_build_train", t)
+
+    t = time.perf_counter()
+    res["rows"]["none"] = ctx.agent_rows("none", agent, skip_policy, memory=False)
+    res["rows"]["cf_memory"] = ctx.agent_rows("cf_memory", agent, greedy, memory=True)
+    timed("eval_none_cf", t)
+
+    if "best_of_n" in rows:
+        t = time.perf_counter()
+        jl = B.JudgeLog()
+        res["rows"]["best_of_n"] = ctx.run_rows("best_of_n", lambda e, tk, led: B.best_of_n_episode(
+            tk, backbone=backbone, world=world, config=config, n=ex.best_of_n, ledger=led, episode=e, judge_log=jl),
+            memory=False)
+        res["rows"]["best_of_n"]["judge"] = {"calls": jl.calls, "parse_failures": jl.parse_failures,
+                                              "failed_replies": jl.failed_replies}
+        timed("best_of_n", t)
+
+    if "expel" in rows:
+        t = time.perf_counter()
+        mem = B.build_expel(list(splits.build), backbone=backbone, world=world, config=config,
+                            ledger=Ledger("expel/build"), episode0=_EP_BUILD)
+        res["rows"]["expel"] = ctx.run_rows("expel", lambda e, tk, led: B.expel_episode(
+            tk, backbone=backbone, world=world, config=config, memory=mem, edits=suite.edits, ledger=led,
+            episode=e), memory=True)
+        res["rows"]["expel"]["lessons"] = len(mem)
+        timed("expel", t)
+
+    if "cf_without_wm" in rows:
+        t = time.perf_counter()
+        cfg_u = dataclasses.replace(config, generator=dataclasses.replace(config.generator, verify=False))
+        st_u = MemoryStore(cfg_u.store, cfg_u.retrieval)
+        ag_u = ctx.agent(st_u, cfg_u)
+        construct(ag_u, splits.build, seed=seed, progress=progress)
+        p_u, _, _ = train_selector(ag_u, splits.train, splits.val, seed=seed, progress=progress)
+        res["rows"]["cf_without_wm"] = ctx.agent_rows("cf_without_wm", ag_u,
+                                                      _greedy_policy(dqn.make_selector(config.dqn), p_u), memory=True)
+        res["rows"]["cf_without_wm"]["records"] = len(st_u)
+        timed("cf_without_wm", t)
+
+    if "wm_without_cf" in rows:
+        t = time.perf_counter()
+        envs = suite.envs()
+        res["rows"]["wm_without_cf"] = ctx.run_rows("wm_without_cf", lambda e, tk, led: B.wm_without_cf_episode(
+            tk, backbone=backbone, world=world, config=config, edits=suite.edits, env=envs.get(tk.env_id),
+            ledger=led, episode=e), memory=False)
+        timed("wm_without_cf", t)
+
+    if "random_retrieval" in rows:
+        ag = ctx.agent(store, retriever=_random_retriever(store, seed))
+        res["rows"]["random_retrieval"] = ctx.agent_rows("random_retrieval", ag, greedy, memory=True)
+    if "shuffled_retrieval" in rows:
+        ag = ctx.agent(store, retriever=_shuffled_retriever(store, splits.eval, seed))
+        res["rows"]["shuffled_retrieval"] = ctx.agent_rows("shuffled_retrieval", ag, greedy, memory=True)
+    if "no_condition" in rows:
+        cfg_nc = dataclasses.replace(config, retrieval=dataclasses.replace(config.retrieval, use_conditions=False))
+        res["rows"]["no_condition"] = ctx.agent_rows("no_condition", ctx.agent(store, cfg_nc), greedy, memory=True)
+
+    if "retention" in rows:
+        t = time.perf_counter()
+        group = {}
+        cap = max(1, round(ex.retention_fraction * len(store)))
+        for rule in RETENTION_RULES:
+            cfg_r = dataclasses.replace(config, store=dataclasses.replace(
+                config.store, capacity=cap, retention=rule, seed=seed))
+            st_r = MemoryStore(cfg_r.store, cfg_r.retrieval)
+            construct(ctx.agent(st_r, cfg_r), splits.build, seed=seed, progress=progress)
+            m = ctx.agent_rows(f"retention_{rule}", ctx.agent(st_r, cfg_r), greedy, memory=True)
+            m["records"] = len(st_r)
+            group[rule] = m
+        res["groups"]["retention"] = {"capacity": cap, "rules": group}
+        timed("retention", t)
+
+    if "accumulation" in rows:
+        t = time.perf_counter()
+        res["groups"]["accumulation"] = _accumulation(ctx, greedy, seed)
+        timed("accumulation", t)
+
+    res["cache"] = {"hits": world.hits, "misses": world.misses}
+    res["seconds"] = round(time.perf_counter() - t0, 2)
+    res["split_sizes"] = {k: len(getattr(splits, k)) for k in ("build", "train", "val", "eval")}
+    res["conditions"] = {c: sum(v == c for v in ctx.conditions.values()) for c in TRANSFER_CONDITIONS}
+    log(f"{suite.name} seed {seed}: " + "  ".join(
+        f"{k} {v['success']:.1f}" for k, v in res["rows"].items() if v.get("success") is not None)
+        + f"  ({res['seconds']:.0f}s)")
+    return res
+
+
+def _accumulation(ctx: UnitContext, greedy: Policy, seed: int) -> dict:
+    """App. D.3: one construction stream (T_build then T_train in a seed-dependent order, never
+    T_eval), the store saved after 0/25/50/100/200 source tasks, each snapshot evaluated
+    frozen with the main run's selector. Checkpoints beyond the stream are skipped (reported)."""
+    cfg = ctx.config
+    stream = list(ctx.splits.build) + list(ctx.splits.train)
+    random.Random(seed).shuffle(stream)
+    marks = sorted(set(cfg.experiment.accumulation_checkpoints))
+    store = MemoryStore(cfg.store, cfg.retrieval)
+    agent = ctx.agent(store)
+    rng = random.Random(seed)
+    ledger = Ledger("accumulation/build")
+    policy = top1_policy if cfg.agent.construction_uses_memory else skip_policy
+    points: dict[str, dict] = {}
+    done = 0
+    for n in marks:
+        if n > len(stream):
+            break
+        while done < n:
+            agent.run_episode(stream[done], policy, ledger, episode=_EP_BUILD + 500_000 + done, construct=True,
+                              rng=rng)
+            done += 1
+        snap = MemoryStore.from_payload(store.to_payload())
+        snap.freeze()
+        m = ctx.agent_rows(f"accumulation_{n}", ctx.agent(snap), greedy, memory=True)
+        m["records"] = len(snap)
+        points[str(n)] = m
+    return {"stream": len(stream), "checkpoints": points,
+            "skipped": [n for n in marks if n > len(stream)]}
+
+
+def suite_world_kwargs(suite: Suite, config: CounterMemConfig) -> dict:
+    """World options from the config (the SQL timeout is the only one today)."""
+    return {"timeout_s": config.sql_timeout_s} if suite.name == "sql" else {}
+
+
+def finite(obj):
+    """JSON-safe copy: non-finite floats become ``None``."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+# --------------------------------------------------------------------------- many units
+
+
+@dataclass(frozen=True)
+class UnitJob:
+    """Everything a worker process needs to run one (suite, seed) unit."""
+
+    suite: str
+    root: str
+    seed: int
+    config: CounterMemConfig
+    rows: tuple[str, ...]
+    backbone: BackboneSpec
+    max_tasks: int | None = None
+    threads: int = 1
+    out_dir: str | None = None
+
+
+def run_job(job: UnitJob, progress: ProgressFactory | None = None, log: Callable[[str], None] = lambda s: None) -> dict:
+    """Run one unit from its job description (the function worker processes execute)."""
+    from cfjax.domains import open_suite
+
+    suite = open_suite(job.suite, job.root)
+    splits = suite.splits(seed=job.config.split_seed, n_val=job.config.n_val)
+    if job.max_tasks:
+        splits = quick_splits(splits, job.max_tasks)
+    bb = job.backbone.make(suite, job.seed, job.config)
+    return finite(run_unit(suite, job.seed, job.config, backbone=bb, rows=job.rows, splits=splits,
+                           threads=job.threads, progress=progress, log=log, out_dir=job.out_dir))
+
+
+def _init_worker(threads: int) -> None:  # pragma: no cover - runs in worker processes
+    import os
+
+    # one unit per process: keep each process's own pools small on small machines
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+    except Exception:
+        pass
+
+
+def run_jobs(jobs: Sequence[UnitJob], *, workers: int = 1, progress: ProgressFactory | None = None,
+             log: Callable[[str], None] = lambda s: None) -> list[dict]:
+    """Run units serially (``workers = 1``) or on a process pool (spawned processes: JAX must not be
+    forked). Results come back in job order and are identical either way: every unit is a
+    deterministic function of its job."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [run_job(j, progress=progress, log=log) for j in jobs]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    out: list[dict | None] = [None] * len(jobs)
+    bar = (progress or (lambda d, n: _Null()))("units", len(jobs))
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                             initargs=(1,)) as ex:
+        futs = {ex.submit(run_job, j): i for i, j in enumerate(jobs)}
+        for f in as_completed(futs):
+            i = futs[f]
+            out[i] = f.result()
+            r = out[i]
+            log(f"{r['suite']} seed {r['seed']}: " + "  ".join(
+                f"{k} {v['success']:.1f}" for k, v in r["rows"].items() if v.get("success") is not None)
+                + f"  ({r['seconds']:.0f}s)")
+            bar.update(1)
+    bar.close()
+    return out  # type: ignore[return-value]
+
+
+class _Null:
+    def update(self, n: int = 1) -> None: ...
+    def close(self) -> None: ...

@@ -1,0 +1,348 @@
+"""Aggregate per-unit results into the paper's tables and figures (Table 1, Fig. 2–4, 8).
+
+:func:`aggregate` turns the list of (suite, seed) unit results of
+:func:`cfjax.experiments.countermem.run_jobs` into one summary: success as mean
+± std over seeds; ratios with small denominators (coverage, harmful use,
+changes per retrieved record) *pooled* over seeds — summed numerators over
+summed denominators, so a seed with two selected uses does not weigh as much
+as one with forty; rescued/broken counts summed over seeds.
+:func:`format_report` prints the tables; :func:`draw_figures` writes PNGs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from cfjax.experiments.countermem import ROWS, RETENTION_RULES
+from cfjax.domains.base import TRANSFER_CONDITIONS
+
+__all__ = ["aggregate", "format_report", "draw_figures", "load_results"]
+
+_RATIO_PARTS = {
+    "coverage": ("covered", "opportunities"),
+    "harmful_use": ("harmful_uses", "selected_uses"),
+    "action_changes_per_retrieved": ("action_changes", "retrieved_records"),
+    "harmful_changes_per_retrieved": ("harmful_changes", "retrieved_records"),
+    "calls_per_solved": ("eval_calls", "n_solved"),
+    "failed_per_solved": ("failed", "n_solved"),
+}
+TRANSFER_ROWS = ("none", "expel", "cf_memory", "no_condition")
+
+
+def _mean_std(vals: Sequence[float | None]) -> tuple[float | None, float | None]:
+    v = [x for x in vals if x is not None]
+    if not v:
+        return None, None
+    return float(np.mean(v)), float(np.std(v))
+
+
+def _pool(blocks: Sequence[dict], key: str) -> float | None:
+    num, den = _RATIO_PARTS[key]
+    if any(b.get(key) is None and b.get(den) for b in blocks):
+        return None
+    d = sum(b.get(den, 0) or 0 for b in blocks)
+    return sum(b.get(num, 0) or 0 for b in blocks) / d if d else None
+
+
+def _summarise(blocks: Sequence[dict], memory: bool) -> dict:
+    mean, std = _mean_std([b.get("success") for b in blocks])
+    out = {"success": mean, "success_std": std, "seeds": len(blocks),
+           "tokens": _mean_std([b.get("tokens") for b in blocks])[0],
+           "n_tasks": _mean_std([b.get("n_tasks") for b in blocks])[0]}
+    for k in ("calls_per_solved", "failed_per_solved"):
+        out[k] = _pool(blocks, k)
+    for k in ("coverage", "harmful_use", "action_changes_per_retrieved", "harmful_changes_per_retrieved"):
+        out[k] = _pool(blocks, k) if memory else None
+    for k in ("selected_uses", "harmful_uses", "rescued", "broken", "net"):
+        if any(k in b for b in blocks):
+            out[k] = int(sum(b.get(k, 0) or 0 for b in blocks))
+    out["memory_tokens_per_task"] = _mean_std([b.get("memory_tokens_per_task") for b in blocks])[0]
+    return out
+
+
+def _memory_row(row: str) -> bool:
+    return row not in ("none", "best_of_n", "wm_without_cf")
+
+
+def aggregate(units: Sequence[dict]) -> dict:
+    """Summary of every row, group and panel over seeds, per suite (and pooled ``all``)."""
+    suites = list(dict.fromkeys(u["suite"] for u in units))
+    seeds = sorted({u["seed"] for u in units})
+    rows = [r for r in ROWS if any(r in u["rows"] for u in units)]
+    by_suite = {s: [u for u in units if u["suite"] == s] for s in suites}
+    table = {r: {s: _summarise([u["rows"][r] for u in by_suite[s] if r in u["rows"]], _memory_row(r))
+                 for s in suites} for r in rows}
+    transfer: dict = {}
+    for s in suites + ["all"]:
+        us = units if s == "all" else by_suite[s]
+        transfer[s] = {}
+        for r in TRANSFER_ROWS:
+            if not any(r in u["rows"] for u in us):
+                continue
+            transfer[s][r] = {}
+            for c in TRANSFER_CONDITIONS:
+                blocks = [u["rows"][r]["by_condition"][c] for u in us
+                          if r in u["rows"] and c in u["rows"][r].get("by_condition", {})]
+                if blocks:
+                    transfer[s][r][c] = _summarise(blocks, _memory_row(r))
+    no_cond: dict = {}
+    for s in suites + ["all"]:
+        us = units if s == "all" else by_suite[s]
+        if not any("no_condition" in u["rows"] for u in us):
+            continue
+        no_cond[s] = {}
+        for r in ("cf_memory", "no_condition"):
+            ordinary = [u["rows"][r]["by_condition"][c] for u in us for c in ("same_env", "new_env", "new_surface")
+                        if c in u["rows"][r].get("by_condition", {})]
+            look = [u["rows"][r]["by_condition"]["look_alike"] for u in us
+                    if "look_alike" in u["rows"][r].get("by_condition", {})]
+            no_cond[s][r] = {
+                "ordinary": _pool(ordinary, "harmful_use"), "look_alike": _pool(look, "harmful_use"),
+                "ordinary_uses": sum(b["selected_uses"] for b in ordinary),
+                "look_alike_uses": sum(b["selected_uses"] for b in look),
+                "ordinary_success": _mean_std([b["success"] for b in ordinary])[0],
+                "look_alike_success": _summarise(look, True)["success"] if look else None,
+            }
+    retention: dict = {}
+    accumulation: dict = {}
+    for s in suites:
+        us = [u for u in by_suite[s] if "retention" in u.get("groups", {})]
+        if us:
+            retention[s] = {"capacity": [u["groups"]["retention"]["capacity"] for u in us]}
+            for rule in RETENTION_RULES:
+                retention[s][rule] = _summarise([u["groups"]["retention"]["rules"][rule] for u in us], True)
+        us = [u for u in by_suite[s] if "accumulation" in u.get("groups", {})]
+        if us:
+            marks = sorted({int(n) for u in us for n in u["groups"]["accumulation"]["checkpoints"]})
+            accumulation[s] = {"stream": [u["groups"]["accumulation"]["stream"] for u in us],
+                               "skipped": sorted({n for u in us for n in u["groups"]["accumulation"]["skipped"]}),
+                               "checkpoints": {}}
+            for n in marks:
+                blocks = [u["groups"]["accumulation"]["checkpoints"][str(n)] for u in us
+                          if str(n) in u["groups"]["accumulation"]["checkpoints"]]
+                summ = _summarise(blocks, True)
+                summ["records"] = _mean_std([b.get("records") for b in blocks])[0]
+                accumulation[s]["checkpoints"][str(n)] = summ
+    return {"suites": suites, "seeds": seeds, "rows": rows, "table": table, "transfer": transfer,
+            "no_condition": no_cond, "retention": retention, "accumulation": accumulation}
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _f(v, spec: str = ".1f") -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    return format(v, spec)
+
+
+def _pm(m: dict | None) -> str:
+    if not m or m.get("success") is None:
+        return "—"
+    return f"{m['success']:.1f} ± {m['success_std']:.1f}"
+
+
+def format_report(summary: dict, *, backbone: str) -> str:
+    """Table 1 (domains as columns) and the §5–6 panels as text."""
+    suites, rows, T = summary["suites"], summary["rows"], summary["table"]
+    w = 14
+    out = [f"CounterMem — {backbone}", f"held-out success (0–100), mean ± std over seeds {summary['seeds']}", ""]
+    head = f"{'row':<20}" + "".join(f"{s:>{w}}" for s in suites) + f"{'mean':>8}{'tokens(k)':>11}{'calls/solved':>14}"
+    sections = [("Table 1 — memory mechanisms", [r for r in ("none", "best_of_n", "expel", "cf_memory") if r in rows]),
+                ("§6 ablations (gain over none in parentheses)",
+                 [r for r in ("cf_without_wm", "wm_without_cf", "random_retrieval", "shuffled_retrieval",
+                              "no_condition") if r in rows])]
+    for title, rs in sections:
+        if not rs:
+            continue
+        out += [title, head]
+        for r in rs:
+            cells = []
+            succ = []
+            for s in suites:
+                m = T[r][s]
+                cell = _pm(m)
+                if title.startswith("§6") and m.get("success") is not None and T["none"][s].get("success") is not None:
+                    cell = f"{m['success']:.1f} ({m['success'] - T['none'][s]['success']:+.1f})"
+                cells.append(cell)
+                succ.append(m.get("success"))
+            mean = np.mean([x for x in succ if x is not None]) if any(x is not None for x in succ) else None
+            tok = sum((T[r][s].get("tokens") or 0) for s in suites) / 1000
+            cps = [T[r][s].get("calls_per_solved") for s in suites]
+            cps_txt = "/".join(_f(c, ".2f") for c in cps)
+            out.append(f"{r:<20}" + "".join(f"{c:>{w}}" for c in cells) + f"{_f(mean):>8}{tok:>11.1f}  {cps_txt}")
+        out.append("")
+    if any(r in rows for r in ("cf_memory", "random_retrieval", "shuffled_retrieval")):
+        out.append("Fig. 4d — per retrieved record (pooled over seeds): action changes / harmful changes")
+        for r in ("cf_memory", "random_retrieval", "shuffled_retrieval", "no_condition"):
+            if r in rows:
+                out.append(f"  {r:<20}" + "".join(
+                    f"{s}: {_f(T[r][s].get('action_changes_per_retrieved'), '.3f')} / "
+                    f"{_f(T[r][s].get('harmful_changes_per_retrieved'), '.3f')}   " for s in suites))
+        out.append("")
+    out.append("Fig. 8a / App. E.3 — rescued / broken vs none (summed over seeds)")
+    for r in rows:
+        if r == "none":
+            continue
+        out.append(f"  {r:<20}" + "".join(
+            f"{s}: +{T[r][s].get('rescued', 0)}/-{T[r][s].get('broken', 0)} (net {T[r][s].get('net', 0):+d})   "
+            for s in suites))
+    out.append("")
+    tr = summary["transfer"].get("all", {})
+    if tr:
+        out.append("Fig. 3 — transfer conditions, all suites pooled: success (mean over seeds×suites) | "
+                   "coverage | harmful use")
+        out.append(f"  {'condition':<13}" + "".join(f"{r:>30}" for r in tr))
+        for c in TRANSFER_CONDITIONS:
+            cells = []
+            for r in tr:
+                m = tr[r].get(c)
+                cells.append("—" if m is None else
+                             f"{_f(m['success'])} | {_f(m['coverage'], '.2f')} | {_f(m['harmful_use'], '.3f')}")
+            out.append(f"  {c:<13}" + "".join(f"{x:>30}" for x in cells))
+        out.append("")
+    nc = summary["no_condition"]
+    if nc:
+        out.append("App. E.3 / Fig. 8b — harmful use per selected use, with vs without the condition c "
+                   "(pooled over seeds)")
+        for s, d in nc.items():
+            a, b = d["cf_memory"], d["no_condition"]
+            out.append(f"  {s:<8} ordinary: {_f(a['ordinary'], '.3f')} → {_f(b['ordinary'], '.3f')} "
+                       f"(uses {a['ordinary_uses']} → {b['ordinary_uses']});  look-alike: "
+                       f"{_f(a['look_alike'], '.3f')} → {_f(b['look_alike'], '.3f')} "
+                       f"(uses {a['look_alike_uses']} → {b['look_alike_uses']})")
+        out.append("")
+    if summary["retention"]:
+        out.append("Fig. 2d — retention rules at equal capacity: success (mean ± std)")
+        for s, d in summary["retention"].items():
+            out.append(f"  {s:<8} capacity {d['capacity']}: " + "  ".join(
+                f"{rule} {_pm(d[rule])}" for rule in RETENTION_RULES))
+        out.append("")
+    if summary["accumulation"]:
+        out.append("Fig. 2a — accumulation: success (records) after n source tasks, one fixed selector")
+        for s, d in summary["accumulation"].items():
+            pts = "  ".join(f"{n}: {_pm(m)} ({_f(m['records'], '.0f')})" for n, m in d["checkpoints"].items())
+            skip = f"  [skipped {d['skipped']}: stream has {min(d['stream'])} tasks]" if d["skipped"] else ""
+            out.append(f"  {s:<8} {pts}{skip}")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def load_results(run_dir: str | Path) -> dict:
+    p = Path(run_dir) / "results.json"
+    if not p.exists():
+        raise FileNotFoundError(f"no results.json in {run_dir}: run `cfjax countermem run --out {run_dir}` first")
+    data = json.loads(p.read_text())
+    if "summary" not in data:
+        raise ValueError(f"{p} has no 'summary' (not written by `cfjax countermem run`)")
+    return data
+
+
+def draw_figures(results: dict, out_dir: str | Path) -> list[Path]:
+    """accumulation.png, retention.png, transfer.png, ablations.png, rescued_broken.png (those with data)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    S = results["summary"]
+    label = results.get("backbone", "")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    suites = S["suites"]
+
+    def save(fig, name: str) -> None:
+        fig.suptitle(f"{fig._suptitle.get_text() if fig._suptitle else ''}\n{label}", fontsize=8)
+        fig.tight_layout()
+        p = out / name
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        written.append(p)
+
+    if S["accumulation"]:
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
+        for s, d in S["accumulation"].items():
+            xs = [int(n) for n in d["checkpoints"]]
+            ys = np.array([d["checkpoints"][str(n)]["success"] for n in xs], float)
+            sd = np.array([d["checkpoints"][str(n)]["success_std"] for n in xs], float)
+            ax.plot(xs, ys, marker="o", label=s)
+            ax.fill_between(xs, ys - sd, ys + sd, alpha=0.2)
+            mt = [d["checkpoints"][str(n)].get("memory_tokens_per_task") for n in xs]
+            bx.plot(xs, [np.nan if v is None else v for v in mt], marker="o", label=s)
+        ax.set_xlabel("source tasks processed")
+        ax.set_ylabel("held-out success")
+        ax.set_title("(a) accumulation, one fixed selector")
+        ax.legend()
+        bx.set_xlabel("source tasks processed")
+        bx.set_ylabel("tokens per task")
+        bx.set_title("(b) retrieval + context tokens per task")
+        save(fig, "accumulation.png")
+    if S["retention"]:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        width = 0.8 / len(RETENTION_RULES)
+        for j, rule in enumerate(RETENTION_RULES):
+            ys = [S["retention"][s][rule]["success"] for s in S["retention"]]
+            es = [S["retention"][s][rule]["success_std"] for s in S["retention"]]
+            ax.bar(np.arange(len(ys)) + j * width, ys, width, yerr=es, label=rule)
+        ax.set_xticks(np.arange(len(S["retention"])) + 0.4 - width / 2, list(S["retention"]))
+        ax.set_ylabel("held-out success")
+        ax.set_title("(d) retention rules at equal capacity")
+        ax.legend(fontsize=8)
+        save(fig, "retention.png")
+    tr = S["transfer"].get("all", {})
+    if tr:
+        fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+        rows = list(tr)
+        width = 0.8 / len(rows)
+        for k, (key, title) in enumerate((("success", "(a) success"), ("coverage", "(b) coverage"),
+                                          ("harmful_use", "(c) harmful use per selected use"))):
+            ax = axes[k]
+            for j, r in enumerate(rows):
+                ys = [(tr[r].get(c) or {}).get(key) for c in TRANSFER_CONDITIONS]
+                ys = [np.nan if y is None else y for y in ys]
+                ax.bar(np.arange(len(TRANSFER_CONDITIONS)) + j * width, ys, width, label=r)
+            ax.set_xticks(np.arange(len(TRANSFER_CONDITIONS)) + 0.4 - width / 2, TRANSFER_CONDITIONS, fontsize=8)
+            ax.set_title(title)
+        axes[0].legend(fontsize=7, loc="lower left", framealpha=0.9)
+        save(fig, "transfer.png")
+    T = S["table"]
+    abl = [r for r in ("cf_without_wm", "wm_without_cf", "random_retrieval", "shuffled_retrieval", "no_condition",
+                       "cf_memory") if r in T]
+    if len(abl) > 1:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        width = 0.8 / len(suites)
+        for j, s in enumerate(suites):
+            gains = [(T[r][s]["success"] or 0) - (T["none"][s]["success"] or 0) for r in abl]
+            axes[0].bar(np.arange(len(abl)) + j * width, gains, width, label=s)
+            cps = [T[r][s]["calls_per_solved"] or np.nan for r in ["none"] + abl]
+            axes[1].bar(np.arange(len(abl) + 1) + j * width, cps, width, label=s)
+        axes[0].set_xticks(np.arange(len(abl)) + 0.4 - width / 2, abl, rotation=30, fontsize=8)
+        axes[0].set_title("(a, c) success gain over none (pp)")
+        axes[0].axhline(0, color="k", lw=0.5)
+        axes[1].set_xticks(np.arange(len(abl) + 1) + 0.4 - width / 2, ["none"] + abl, rotation=30, fontsize=8)
+        axes[1].set_title("(b) evaluator calls per solved task")
+        axes[0].legend(fontsize=8)
+        save(fig, "ablations.png")
+    rb = [r for r in S["rows"] if r != "none"]
+    if rb:
+        fig, ax = plt.subplots(figsize=(max(6, len(rb) * 0.9), 4))
+        width = 0.8 / len(suites)
+        for j, s in enumerate(suites):
+            x = np.arange(len(rb)) + j * width
+            ax.bar(x, [T[r][s].get("rescued", 0) for r in rb], width, label=f"{s} rescued")
+            ax.bar(x, [-T[r][s].get("broken", 0) for r in rb], width, alpha=0.6)
+            ax.scatter(x, [T[r][s].get("net", 0) for r in rb], marker="D", color="k", s=12)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xticks(np.arange(len(rb)) + 0.4 - width / 2, rb, rotation=30, fontsize=8)
+        ax.set_title("rescued (up) / broken (down) tasks vs none, summed over seeds; ◆ net")
+        ax.legend(fontsize=7)
+        save(fig, "rescued_broken.png")
+    return written

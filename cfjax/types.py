@@ -1,0 +1,354 @@
+"""The shared vocabulary of cfjax: what every layer may import.
+
+``Task`` is what an agent may see; ``AnswerKey`` is what only a world (the
+domain's evaluator and its simulator interface) and analysis code read.
+``Outcome`` is one executable check, ``Attempt`` one evaluated attempt of
+the agent's own, ``Usage`` the tokens of one call. The Protocols — ``World``,
+``EditModel``, ``Backbone``, ``Domain`` — are all that the methods
+(``cfjax.countermem``, ``cfjax.antipersist``) know of a domain or a model;
+they never import ``cfjax.domains``.
+
+The backbone requests and results (``DraftRequest`` … ``InsightResult``) live
+here too: they are the typed messages between methods and backbones, and
+every piece of memory a method shows a backbone travels in one field,
+``guidance`` (see :class:`Guidance`), rendered by the prompt templates.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "Task", "AnswerKey", "Outcome", "Attempt", "Usage", "Unit", "EditError", "single_diff",
+    "World", "EditModel", "Backbone", "Domain", "SimulatorView",
+    "Guidance", "DraftRequest", "AlternativesRequest", "DistilRequest", "ReviseRequest", "JudgeRequest",
+    "InsightRequest", "Completion", "DraftResult", "AlternativesResult", "DistilResult", "ReviseResult",
+    "JudgeResult", "InsightResult",
+]
+
+
+# --------------------------------------------------------------------------- tasks
+
+@dataclass(frozen=True, eq=False)
+class Task:
+    """One executable task.
+
+    Attributes:
+      task_id: unique, stable identifier (``"sql/hr/at_least/003"``).
+      question: the natural-language request shown to the executor.
+      env_id: the environment (database id for SQL).
+      gold: the reference action; only the evaluator and the scripted
+        backbone (a simulator of an LLM's *errors* around the truth) read it.
+      context: environment context shown to the executor (schema text).
+      attrs: observable attributes for applicability conditions
+        (``question`` is always included); values are str, int, float, bool or
+        tuples of str.
+      family: error family of the template (analysis only; never shown).
+      variant: ``"base"``, ``"look_alike"`` or ``"new_surface"`` (App. D.4).
+      ordered: whether the question asks for an order (result comparison
+        is order-sensitive only then).
+      domain: the action language — ``"sql"``, ``"python"``, ``"sat"`` or
+        ``"smt"``; prompts name it and fence actions with it.
+    """
+
+    task_id: str
+    question: str
+    env_id: str
+    gold: str
+    context: str
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    family: str = ""
+    variant: str = "base"
+    ordered: bool = False
+    domain: str = "sql"
+
+    def __hash__(self) -> int:
+        return hash(self.task_id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Task) and other.task_id == self.task_id
+
+
+
+# --------------------------------------------------------------------------- outcomes and attempts
+
+@dataclass(frozen=True)
+class Outcome:
+    """Result of one executable check of an action from a given state.
+
+    Attributes:
+      score: ``U(H(s, a))`` in [0, 1] (papers/countermem.md Eq. 2).
+      solved: the task's success criterion holds (score == 1 for SQL).
+      completed: the check ran to a verdict. ``False`` for timeouts and
+        infrastructure failures: such a candidate is never admissible
+        (App. B.1). An action that errors (bad SQL, forbidden statement)
+        *is* a completed check with score 0.
+      feedback: evaluator feedback text for the executor (never reveals the
+        gold action).
+      error: short machine-readable error kind or ``None``
+        (``"sql_error"``, ``"forbidden"``, ``"timeout"``, ``"too_many_rows"``, ...).
+      elapsed_s: wall-clock seconds spent in the check.
+    """
+
+    score: float
+    solved: bool
+    completed: bool
+    feedback: str
+    error: str | None = None
+    elapsed_s: float = 0.0
+
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens charged to one call."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One evaluated attempt earlier in the same task (part of the state s_t)."""
+
+    action: str
+    feedback: str
+    score: float
+
+
+@dataclass(frozen=True)
+class DraftRequest:
+    """DRAFT_ACTION: the memory-free draft â_t (Module III).
+
+    ``sample`` distinguishes independent samples of the same decision (the
+    scripted backbone keys its randomness on ``(task, episode, attempt,
+    sample)``)."""
+
+    task: Task
+    history: Sequence[Attempt] = ()
+    episode: int = 0
+    sample: int = 0
+
+
+@dataclass(frozen=True)
+class AlternativesRequest:
+    """GENERATE_LOCAL_ALTERNATIVES (Module I, Eq. 1): local edits of a failed
+    action, each replacing exactly one decision unit."""
+
+    task: Task
+    history: Sequence[Attempt]
+    action: str
+    feedback: str
+    units: Sequence[str]  # decision units of ``action``, indexed from 0
+    k: int = 4
+    episode: int = 0
+
+
+@dataclass(frozen=True)
+class DistilRequest:
+    """DISTIL_RECORD (Module II): turn a verified contrast into (q, c)."""
+
+    task: Task
+    original: str
+    improved: str
+    unit_before: str
+    unit_after: str
+    evidence: str
+    episode: int = 0
+
+
+@dataclass(frozen=True)
+class ReviseRequest:
+    """REVISE_WITH_RECORD (Module III): exactly one rendered record."""
+
+    task: Task
+    history: Sequence[Attempt]
+    draft: str
+    record_text: str
+    episode: int = 0
+    sample: int = 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A raw completion and the tokens it cost."""
+
+    text: str
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class DraftResult:
+    action: str
+    usage: Usage
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class AlternativesResult:
+    """``edits`` are ``(unit_index, replacement_text)`` pairs in the fixed edit grammar."""
+
+    edits: tuple[tuple[int, str], ...]
+    usage: Usage
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class DistilResult:
+    """``condition`` is condition-language text; ``"none"`` means universal."""
+
+    situation: str
+    condition: str
+    usage: Usage
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class ReviseResult:
+    action: str
+    usage: Usage
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """BEST_OF_N_JUDGE: pick one of N candidates without executing any (App. D.5)."""
+
+    task: Task
+    history: Sequence[Attempt]
+    candidates: Sequence[str]
+    episode: int = 0
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    choice: int  # 0-based; 0 when the reply did not parse
+    parsed: bool
+    usage: Usage
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class InsightRequest:
+    """EXPEL_INSIGHT: one lesson from a finished trajectory (the ExpeL baseline)."""
+
+    task: Task
+    trajectory: Sequence[Attempt]
+    solved: bool
+    episode: int = 0
+
+
+@dataclass(frozen=True)
+class InsightResult:
+    lesson: str  # "" for none
+    usage: Usage
+    raw: str = ""
+
+
+
+# --------------------------------------------------------------------------- edits
+
+class EditError(ValueError):
+    """An action or a replacement could not be parsed or applied."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One decision unit of an action (Table 4): ``kind`` names the unit type
+    (``"where"``, ``"stmt"``, ``"group"``, ...), ``text`` its canonical print."""
+
+    kind: str
+    text: str
+
+
+def single_diff(ub: Sequence[Unit], ua: Sequence[Unit]) -> tuple[int, Unit, Unit] | None:
+    """The one position where two unit lists of the same kinds differ, or ``None``."""
+    if [u.kind for u in ub] != [u.kind for u in ua]:
+        return None
+    diffs = [i for i, (x, y) in enumerate(zip(ub, ua)) if x.text != y.text]
+    if len(diffs) != 1:
+        return None
+    i = diffs[0]
+    return i, ub[i], ua[i]
+
+
+class EditModel(ABC):
+    """One-decision-unit edits of one domain's actions (see the module docstring)."""
+
+    name: str = "abstract"
+
+    @abstractmethod
+    def units(self, action: str) -> list[Unit]:
+        """Decision units of ``action`` in a fixed order. Raises :class:`EditError` if it does not parse."""
+
+    @abstractmethod
+    def replace_unit(self, action: str, index: int, new_text: str) -> str:
+        """``action`` with unit ``index`` replaced, printed canonically. Raises :class:`EditError`."""
+
+    @abstractmethod
+    def normalize(self, action: str) -> str:
+        """Canonical print of ``action`` (whitespace-normalised text when it does not parse)."""
+
+    @abstractmethod
+    def rule_edits(self, action: str, env: Any = None) -> list[tuple[int, str]]:
+        """Rule-operator alternatives ``(unit_index, new_unit_text)``; each changes one unit."""
+
+    @abstractmethod
+    def transfer(self, before: str, after: str, target: str, env: Any = None) -> str | None:
+        """``target`` with the stored unit edit ``before → after`` carried onto its first matching
+        unit, or ``None`` when no unit of ``target`` has ``before``'s masked shape."""
+
+    @abstractmethod
+    def signature(self, unit_text: str) -> str:
+        """Masked shape of a unit (identifiers and literals replaced by placeholders): the
+        store's Eq. 4 redundancy and conflict compare these, so each domain supplies its own."""
+
+    def diff_units(self, before: str, after: str) -> tuple[int, Unit, Unit] | None:
+        """The single unit in which two actions differ, or ``None`` (zero or several units,
+        a parse failure, or different unit kinds)."""
+        try:
+            return single_diff(self.units(before), self.units(after))
+        except EditError:
+            return None
+
+
+# --------------------------------------------------------------------------- protocols
+
+@runtime_checkable
+class World(Protocol):
+    """An executable world model. ``evaluate`` must never mutate the task's
+    environment: every call starts from a copy or reset of the same state."""
+
+    def evaluate(self, task: Task, action: str) -> Outcome:  # pragma: no cover - protocol
+        ...
+
+
+@runtime_checkable
+class Backbone(Protocol):
+    """What CounterMem asks of an executor (papers/countermem.md App. D.8)."""
+
+    name: str
+
+    def draft_action(self, req: DraftRequest) -> DraftResult: ...
+
+    def generate_local_alternatives(self, req: AlternativesRequest) -> AlternativesResult: ...
+
+    def distil_record(self, req: DistilRequest) -> DistilResult: ...
+
+    def revise_with_record(self, req: ReviseRequest) -> ReviseResult: ...
+
+    def judge_candidates(self, req: JudgeRequest) -> JudgeResult: ...
+
+    def extract_insight(self, req: InsightRequest) -> InsightResult: ...
+
+

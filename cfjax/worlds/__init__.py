@@ -1,1 +1,0 @@
-"""cfjax.worlds."""
