@@ -14,7 +14,7 @@ Implementations, all running the same App. B.1 procedure on the same tasks:
   one batch. Compile = first call minus steady; steady = median of
   ``--repeats`` calls.
 * **Python loop, scorer per set** (the requested peer):
-  ``cfjax.kernels.beam.beam_search_reference`` — plain Python App. B.1 that
+  ``cfjax.kernels.reference.beam_search_reference`` — plain Python App. B.1 that
   calls the *jitted* scorer once per feasible extension (``float(...)`` per
   call; context and pool already on device). Warmed up (scorer compiled)
   before timing.
@@ -98,7 +98,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from cfjax.kernels.beam import BeamResult, beam_search_reference, make_beam_search  # noqa: E402
+from cfjax.kernels import BeamResult, make_beam_search  # noqa: E402
+from cfjax.kernels.reference import beam_search_reference  # noqa: E402
 
 
 # --------------------------------------------------------------------------

@@ -21,8 +21,8 @@ on the SAME counterfactual decision table (:mod:`cfjax.countermem.table`), in ON
    max over all actions. Those are differences from Table 3, kept because they are
    SB3's behaviour.
 4. **CleanRL-style** -- a Python loop over the table, NumPy replay, and only the
-   selector functions jitted (:func:`cfjax.kernels.dqn.make_selector` ``act`` and
-   ``train_step``), called once per decision / update.
+   selector functions jitted (:func:`cfjax.kernels.dqn.make_dqn` ``act`` and
+   ``train_step`` under ``jax.jit``), called once per decision / update.
 
 Reported for each: import time (fresh interpreter, minus bare interpreter start),
 compile time (kernel: first call minus steady call; the sequential implementations get
@@ -33,7 +33,7 @@ end-to-end time (import + compile + run) of a 100-selector grid (20 learning rat
 5 seeds, doubly vmapped) against SB3's extrapolated 100 sequential runs. Learning
 parity: greedy held-out return on ``eval_roots`` (invalid actions masked at
 evaluation for every implementation, via
-:func:`cfjax.kernels.trainer.evaluate_policy_reference`) per seed.
+:func:`cfjax.kernels.reference.evaluate_policy_reference`) per seed.
 
 Threads: OMP/MKL/OPENBLAS/NUMEXPR are set to 1 before NumPy is imported (NumPy work
 here is tiny), ``torch.set_num_threads(--torch-threads)`` (default 1: faster than 2
@@ -186,17 +186,17 @@ def get_table(args):
     from cfjax.countermem.agent import Agent
     from cfjax.countermem.pipeline import construct
     from cfjax.countermem.store import MemoryStore
-    from cfjax.llm.scripted import ScriptedConfig, ScriptedSQLBackbone
-    from cfjax.suites.sql import SQLSuite
+    from cfjax.domains.sql import SQLSuite
+    from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 
     root = args.work
     t0 = time.perf_counter()
     suite = SQLSuite.build(root / "databases")
     splits = suite.splits()
     cfg = CounterMemConfig()
-    store = MemoryStore(cfg.store, cfg.retrieval)
-    agent = Agent(ScriptedSQLBackbone(suite.specs, ScriptedConfig(seed=0)), suite.world(), cfg, store=store,
-                  schemas=suite.specs)
+    store = MemoryStore(cfg.store, cfg.retrieval, edits=suite.edits)
+    agent = Agent(ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=0)), suite.world(), cfg, store=store,
+                  envs=suite.specs, edits=suite.edits)
     construct(agent, splits.build, seed=0)
     table, meta = build_table(agent, splits, root / "table", samples=4)
     return table, meta, {"source": "build_table", "dir": str(root / "table"), "build_s": time.perf_counter() - t0}
@@ -204,7 +204,8 @@ def get_table(args):
 
 def reference_baselines(nt: NpTable, hp, cfg, max_depth: int) -> dict:
     """Skip-only, always-first-record, and the counterfactual oracle on the eval roots."""
-    from cfjax.kernels.trainer import DecisionTable, evaluate_policy_reference
+    from cfjax.kernels import DecisionTable
+    from cfjax.kernels.reference import evaluate_policy_reference
 
     table = DecisionTable(nt.obs, nt.mask, nt.calls, nt.failed, nt.tokens, nt.solved, nt.next, nt.train_roots,
                           nt.val_roots, nt.eval_roots)
@@ -272,7 +273,7 @@ def bench_grid(trainer, cfg, jtable, n_lrs, n_seeds, import_s) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from cfjax.kernels.dqn import DQNHParams
+    from cfjax.kernels import DQNHParams
 
     lrs = np.logspace(-4, -2, n_lrs).astype(np.float32) if n_lrs > 1 else np.array([cfg.lr], np.float32)
     hp = cfg.hparams()._replace(lr=jnp.asarray(lrs))
@@ -436,7 +437,7 @@ def run_sb3(seed: int, env_cls, cfg):
 def run_cleanrl(seed: int, nt: NpTable, cfg, sel, hp):
     import jax
 
-    from cfjax.kernels.dqn import Batch
+    from cfjax.kernels import Batch
 
     rng = np.random.default_rng(seed)
     k_init, k_run = jax.random.split(jax.random.PRNGKey(seed))
@@ -516,13 +517,13 @@ def main(args) -> dict:
 
     import jax
 
-    from cfjax.kernels import dqn as kdqn
-    from cfjax.kernels.trainer import as_jax, evaluate_policy_reference, make_train
+    from cfjax.kernels import DQNConfig, as_jax, jit_selector, make_dqn, make_train
+    from cfjax.kernels.reference import evaluate_policy_reference
 
     table, meta, tinfo = get_table(args)
     print(f"table: {meta.rows} rows, roots {meta.roots}, hash {meta.hash[:12]} ({tinfo['source']}, "
           f"{tinfo['build_s']:.1f}s)", flush=True)
-    cfg = kdqn.DQNConfig(total_decisions=500 if args.quick else 2000)
+    cfg = DQNConfig(total_decisions=500 if args.quick else 2000)
     hp = cfg.hparams()
     max_depth = int(meta.max_depth)
     nt = NpTable(table, cfg)
@@ -571,7 +572,7 @@ def main(args) -> dict:
         evals[key] = ev
 
     if "cleanrl" not in args.skip:
-        sel = kdqn.make_selector(cfg)
+        sel = jit_selector(make_dqn(cfg))  # raw factory, jitted by the caller
         sequential("cleanrl_style", "4. CleanRL-style: Python loop, jitted act/train_step",
                    lambda s: (*run_cleanrl(s, nt, cfg, sel, hp), {}), imports["cleanrl_style"]["seconds"])
 

@@ -5,16 +5,16 @@ UpliftMem §4.3 / App. A.7 / B.2: select ``budget`` probes (default B_p = 300) f
 greedy argmax of the batch value ``V_t(q) = Σ_j [E_j(Q_t ∪ {q}) − E_j(Q_t)]``. Implementations,
 all on the same instance in one run:
 
-1. **cfjax kernel** -- ``jax.jit(make_acquire(budget=B))`` (:mod:`cfjax.kernels.evsi`): one
+1. **cfjax kernel** -- ``jax.jit(make_acquire(budget=B))`` (:mod:`cfjax.kernels.acquire`): one
    ``lax.scan`` with rank-one conditioning (per step ``O(N(r + B) + J·N)``), float32 and float64.
    Compile time (``lower`` + ``compile``, AOT) is reported apart from steady state (min over
    repeats of the compiled call).
-2. **NumPy rank-one** -- :func:`cfjax.kernels.evsi_reference.greedy_rank_one_reference`: the same
+2. **NumPy rank-one** -- :func:`cfjax.kernels.reference.evsi.greedy_rank_one_reference`: the same
    algorithm with one vectorised NumPy/SciPy op at a time (``scipy.special.erfcx`` for ψ),
    float32 and float64. Run in full where affordable; otherwise its init plus ``--rank1-steps``
    steps are timed and the total is extrapolated as ``init + B·(per step)`` (the per-step cost is
    dominated by the ``O(J·N)`` pass, constant in the step).
-3. **NumPy per-candidate recompute** -- :func:`cfjax.kernels.evsi_reference.batch_values_reference`:
+3. **NumPy per-candidate recompute** -- :func:`cfjax.kernels.reference.evsi.batch_values_reference`:
    for every candidate ``q``, build ``W_{Q∪{q}}``, factor it (Cholesky) and recompute every
    ``s_j²(Q ∪ {q})`` (float64). Always extrapolated: the time per candidate is measured at
    ``|Q| ∈ {0, B/3, 2B/3, B−1}`` (``Q`` = the kernel's own selected prefix) and integrated as
@@ -85,8 +85,8 @@ def make_instance(n: int, r: int, seed: int, *, group_size: int = 20):
     = differences of two probes of one task (local choices), ``Σ`` = BLR posterior on 4r labels."""
     import numpy as np
 
-    from cfjax.kernels import evsi as K
-    from cfjax.kernels import evsi_reference as R
+    import cfjax.kernels as K
+    from cfjax.kernels import reference as R
 
     rng = np.random.default_rng(seed)
     feats = rng.normal(size=(n, r)) * (2.0 / np.sqrt(r))
@@ -132,7 +132,7 @@ def run_kernel(inputs, dt, budget: int, repeats: int, max_repeat_s: float = 120.
     import jax
     import numpy as np
 
-    from cfjax.kernels import evsi as K
+    import cfjax.kernels as K
 
     with jax.enable_x64(dt == np.float64):
         inp = jax.device_put(cast(inputs, dt))
@@ -155,7 +155,7 @@ def run_kernel(inputs, dt, budget: int, repeats: int, max_repeat_s: float = 120.
 
 
 def run_rank_one(inputs, dt, budget: int, steps: int | None) -> dict:
-    from cfjax.kernels import evsi_reference as R
+    from cfjax.kernels import reference as R
 
     t0 = time.perf_counter()
     R.greedy_rank_one_reference(inputs, budget, dtype=dt, n_steps=0)
@@ -174,7 +174,7 @@ def run_per_candidate(inputs, budget: int, kernel_sel, kernel_val, samples: int)
     """Time per-candidate recomputation at a few |Q| and integrate over the B steps."""
     import numpy as np
 
-    from cfjax.kernels import evsi_reference as R
+    from cfjax.kernels import reference as R
 
     n_valid = int(np.asarray(inputs.cand_mask).sum())
     points = sorted({0, budget // 3, (2 * budget) // 3, budget - 1})
@@ -204,7 +204,7 @@ def naive_full(args) -> dict:
     """Small instance where the per-candidate recompute greedy runs in full."""
     import numpy as np
 
-    from cfjax.kernels import evsi_reference as R
+    from cfjax.kernels import reference as R
 
     inputs = make_instance(args.naive_n, args.r, args.seed + 1)
     k64 = run_kernel(inputs, np.float64, args.naive_budget, 1)

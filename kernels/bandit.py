@@ -10,10 +10,11 @@ whole decision — similarity to every log entry, the top-``B̂``
 neighbourhood, the recency-weighted per-mode estimates, the UCB scores and
 the safeguard branches — is one pure, shape-static computation over a
 fixed-capacity log (:class:`OutcomeLogArrays`, validity carried by a mask).
-:func:`select_mode` decides for one task; :func:`make_select` returns it
-jitted (``select_one``) and jitted + vmapped over tasks that share one log
-(``select_batch``, also the selector's ``__call__``). :func:`select_mode_reference`
-is a plain NumPy (float64) reference with identical semantics.
+:func:`select_mode` decides for one task; :func:`make_knn_ucb` binds it to a
+config as a raw pure function (``select_one``) and vmapped over tasks that share
+one log (``select_batch``, also the selector's ``__call__``); the caller jits.
+:func:`cfjax.kernels.reference.bandit.select_mode_reference` is a plain NumPy
+(float64) reference with identical semantics.
 
 Branches, in order of precedence (the first that applies fires; its code is
 returned in :attr:`BanditDecision.branch`):
@@ -37,7 +38,8 @@ returned in :attr:`BanditDecision.branch`):
 4. ``KNN_UCB`` — Eq. 3 on the neighbourhood (below).
 
 ``BanditDecision.scores`` holds the Eq. 3 scores only when ``KNN_UCB`` fired
-and :data:`NEG_SCORE` (``-1e30``, finite) otherwise; :func:`local_estimates`
+and the package sentinel :data:`cfjax.kernels.NEG` (``-1e30``, finite; also
+the package sentinel ``NEG``) otherwise; :func:`local_estimates`
 returns the full diagnostics (neighbourhood, weights, ``r̂``, ``n_μ``,
 scores) for any query.
 
@@ -73,26 +75,27 @@ out with ``where`` before any reduction and never influence a result.
 top-k width) is static metadata; every other field is a leaf, traced when the
 config is passed as a jit argument (hyperparameter sweeps/vmaps without
 recompiling) and constant-folded when it is closed over, as
-:func:`make_select` does. ``M`` is the module constant :data:`N_MODES`.
+:func:`make_knn_ucb` does. ``M`` is the module constant :data:`N_MODES`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cfjax.kernels._base import NEG, SelectFn, jit_fields, masked_argmax
+
 __all__ = [
     "N_MODES", "NONE", "IMITATION", "STRATEGIC", "CORRECTIVE", "MODE_NAMES",
-    "ROUND_ROBIN", "WARMUP", "EPSILON", "FALLBACK", "KNN_UCB", "BRANCH_NAMES", "NEG_SCORE",
+    "ROUND_ROBIN", "WARMUP", "EPSILON", "FALLBACK", "KNN_UCB", "BRANCH_NAMES",
     "BanditConfig", "OutcomeLogArrays", "BanditDecision", "LocalEstimates", "Selector",
     "bandit_reward", "cosine_similarity", "exploration_draws", "local_estimates", "select_mode",
-    "make_select", "bandit_reward_reference", "local_estimates_reference", "select_mode_reference",
-    "empty_log",
+    "make_knn_ucb", "empty_log",
 ]
 
 # Modes (Eq. 1); M is static.
@@ -104,8 +107,9 @@ MODE_NAMES = ("none", "imitation", "strategic", "corrective")
 ROUND_ROBIN, WARMUP, EPSILON, FALLBACK, KNN_UCB = 0, 1, 2, 3, 4
 BRANCH_NAMES = ("round_robin", "warmup", "epsilon", "fallback", "knn_ucb")
 
-# Finite "not computed" score (never -inf outside top_k/argmax inputs).
-NEG_SCORE = -1e30
+# Finite "not computed" score: the package sentinel (never -inf outside top_k/argmax inputs).
+
+# old import paths of the NumPy twins, now in cfjax.kernels.reference.bandit
 
 
 @functools.partial(jax.tree_util.register_dataclass,
@@ -118,7 +122,7 @@ class BanditConfig:
     A pytree: ``b_hat`` is static metadata (the top-k width); every other
     field is a leaf, so a config passed *as an argument* to a jitted function
     is traced (sweep or ``vmap`` over ρ, c, γ, ε, W_init … without
-    recompiling), while a config closed over (:func:`make_select`) is baked in
+    recompiling), while a config closed over (:func:`make_knn_ucb`) is baked in
     as constants. Validation runs on concrete numbers only.
     """
 
@@ -171,7 +175,7 @@ class BanditDecision(NamedTuple):
 
     mode: jnp.ndarray  # i32[] selected mode μ*
     branch: jnp.ndarray  # i32[] which branch fired (ROUND_ROBIN … KNN_UCB)
-    scores: jnp.ndarray  # f32[M] Eq. 3 scores when branch == KNN_UCB, else NEG_SCORE
+    scores: jnp.ndarray  # f32[M] Eq. 3 scores when branch == KNN_UCB, else NEG
     neighbourhood_sim: jnp.ndarray  # f32[] mean sim over N (0 if N is empty)
     n_neighbours: jnp.ndarray  # i32[] |N| = min(B̂, #valid)
 
@@ -216,11 +220,6 @@ def bandit_reward(y, kappa, lam=BanditConfig.lam):
     y = jnp.asarray(y, jnp.float32)
     kappa = jnp.asarray(kappa, jnp.float32)
     return jnp.clip(y - jnp.asarray(lam, jnp.float32) * kappa, -1.0, 1.0)
-
-
-def bandit_reward_reference(y, kappa, lam=BanditConfig.lam) -> np.ndarray:
-    """NumPy reference of :func:`bandit_reward` (float64)."""
-    return np.clip(np.asarray(y, np.float64) - float(lam) * np.asarray(kappa, np.float64), -1.0, 1.0)
 
 
 def cosine_similarity(emb: jax.Array, query: jax.Array, sim_eps: float = 1e-12) -> jax.Array:
@@ -335,7 +334,7 @@ def select_mode(log: OutcomeLogArrays, query: jax.Array, iteration, rr_index, ke
     reward = jnp.asarray(log.reward).astype(jnp.float32)
     g_sum = jnp.sum(jnp.where(in_log, reward[:, None], 0.0), axis=0)
     g_mean = g_sum / jnp.maximum(g_count, 1).astype(jnp.float32)
-    global_best = jnp.argmax(jnp.where(g_count > 0, g_mean, -jnp.inf)).astype(jnp.int32)
+    global_best = masked_argmax(g_mean, g_count > 0)
     least_used = jnp.argmin(g_count).astype(jnp.int32)
     knn_mode = jnp.argmax(est.scores).astype(jnp.int32)
 
@@ -352,119 +351,39 @@ def select_mode(log: OutcomeLogArrays, query: jax.Array, iteration, rr_index, ke
                         jnp.int32(KNN_UCB))
     mode = jnp.select([branch == b for b in (ROUND_ROBIN, WARMUP, EPSILON, FALLBACK)],
                       [rr_mode, least_used, rand_mode, global_best], knn_mode)
-    scores = jnp.where(branch == KNN_UCB, est.scores, jnp.float32(NEG_SCORE))
+    scores = jnp.where(branch == KNN_UCB, est.scores, jnp.float32(NEG))
     return BanditDecision(mode=mode.astype(jnp.int32), branch=branch.astype(jnp.int32), scores=scores,
                           neighbourhood_sim=est.mean_sim, n_neighbours=est.n_neighbours)
 
 
 class Selector(NamedTuple):
-    """Jitted mode selection bound to one config (see :func:`make_select`).
+    """Mode selection bound to one config (raw from :func:`make_knn_ucb`; the caller jits it, e.g. with :func:`cfjax.kernels.jit_fields`).
 
     Calling the selector itself is ``select_batch``.
     """
 
     config: BanditConfig
-    select_one: Callable[..., BanditDecision]  # (log, query f32[d], iteration, rr_index, key) -> BanditDecision
-    select_batch: Callable[..., BanditDecision]  # (log, queries f32[T, d], iteration, rr_indices i32[T], keys[T])
+    select_one: SelectFn  # (log, query f32[d], iteration, rr_index, key) -> BanditDecision
+    select_batch: SelectFn  # (log, queries f32[T, d], iteration, rr_indices i32[T], keys[T]) -> BanditDecision[T]
 
     def __call__(self, log, queries, iteration, rr_indices, keys) -> BanditDecision:
         return self.select_batch(log, queries, iteration, rr_indices, keys)
 
 
-def make_select(cfg: BanditConfig = BanditConfig()) -> Selector:
-    """Factory: :func:`select_mode` bound to ``cfg`` (constants), jitted, and vmapped over tasks.
+def make_knn_ucb(cfg: BanditConfig = BanditConfig()) -> Selector:
+    """Factory: :func:`select_mode` bound to ``cfg`` (constants), raw, and vmapped over tasks.
 
     Returns:
-      :class:`Selector`; calling it is
+      :class:`Selector` of unjitted pure functions (``jax.jit`` them where they run, e.g.
+      ``jax.jit(make_knn_ucb(cfg).select_one)``); calling it is
       ``select_batch(log, queries f32[T, d], iteration i32[], rr_indices i32[T], keys [T])``
       → :class:`BanditDecision` with a leading ``T`` axis. All tasks of a batch
       see the same (frozen) log, as in held-out evaluation or a wave of
       decisions taken before their outcomes are appended. ``keys`` is a batch
       of keys (typed ``key[T]`` or raw ``u32[T, 2]``). ``select_one`` is the
-      jitted single-task version (same arguments without the ``T`` axis).
+      single-task version (same arguments without the ``T`` axis).
       ``iteration``, the indices, the keys and the log are traced: one
-      compilation per log shape.
+      compilation per log shape once jitted.
     """
     one = functools.partial(select_mode, cfg=cfg)
-    return Selector(config=cfg, select_one=jax.jit(one),
-                    select_batch=jax.jit(jax.vmap(one, in_axes=(None, 0, None, 0, 0))))
-
-
-# ----------------------------------------------------------------------------------------------
-# NumPy reference (float64), identical semantics.
-
-
-def local_estimates_reference(log: OutcomeLogArrays, query, cfg: BanditConfig = BanditConfig()) -> LocalEstimates:
-    """NumPy reference of :func:`local_estimates` (float64, explicit loops over valid entries)."""
-    valid = np.asarray(log.valid, bool)
-    emb = np.asarray(log.emb, np.float64)
-    q = np.asarray(query, np.float64)
-    modes = np.asarray(log.mode)
-    rewards = np.asarray(log.reward, np.float64)
-    ts = np.asarray(log.t, np.int64)
-    n_slots = valid.shape[0]
-    qn = np.linalg.norm(q)
-    sim = np.zeros(n_slots)
-    idx_valid = np.flatnonzero(valid)
-    for i in idx_valid:
-        sim[i] = float(emb[i] @ q) / (np.linalg.norm(emb[i]) * qn + cfg.sim_eps)
-    order = sorted(idx_valid.tolist(), key=lambda i: (-sim[i], i))[: cfg.b_hat]
-    member = np.zeros(n_slots, bool)
-    member[order] = True
-    n_nb = len(order)
-    mean_sim = float(np.mean(sim[order])) if n_nb else 0.0
-    t_max = int(max(ts[i] for i in order)) if n_nb else int(np.iinfo(np.int32).min)
-    weight = np.zeros(n_slots)
-    for i in order:
-        weight[i] = max(sim[i], 0.0) * cfg.gamma ** (t_max - ts[i])
-    counts = np.zeros(N_MODES, np.int64)
-    wsum = np.zeros(N_MODES)
-    wrsum = np.zeros(N_MODES)
-    for i in order:
-        m = int(modes[i])
-        if 0 <= m < N_MODES:
-            counts[m] += 1
-            wsum[m] += weight[i]
-            wrsum[m] += weight[i] * rewards[i]
-    r_hat = np.array([wrsum[m] / wsum[m] if wsum[m] > 0 else 0.0 for m in range(N_MODES)])
-    log_n = np.log(max(n_nb, 1))
-    scores = np.array([r_hat[m] + cfg.c * np.sqrt(log_n / max(counts[m], 1)) for m in range(N_MODES)])
-    return LocalEstimates(sim=sim, in_neighbourhood=member, weight=weight, t_max=t_max, weight_sum=wsum,
-                          r_hat=r_hat, counts=counts, scores=scores, mean_sim=mean_sim, n_neighbours=n_nb)
-
-
-def select_mode_reference(log: OutcomeLogArrays, query, iteration: int, rr_index: int, u: float, rand_mode: int,
-                          cfg: BanditConfig = BanditConfig()) -> BanditDecision:
-    """NumPy reference of :func:`select_mode`.
-
-    ``u, rand_mode`` are the ε-branch draws, i.e. ``exploration_draws(key)``
-    for the key the kernel receives. ``u < ε`` is compared in float32, as in
-    the kernel.
-    """
-    est = local_estimates_reference(log, query, cfg)
-    valid = np.asarray(log.valid, bool)
-    modes = np.asarray(log.mode)
-    rewards = np.asarray(log.reward, np.float64)
-    g_count = np.zeros(N_MODES, np.int64)
-    g_sum = np.zeros(N_MODES)
-    for i in np.flatnonzero(valid):
-        m = int(modes[i])
-        if 0 <= m < N_MODES:
-            g_count[m] += 1
-            g_sum[m] += rewards[i]
-    neg = np.full(N_MODES, NEG_SCORE, np.float64)
-    if int(iteration) < cfg.rr_iterations:
-        branch, mode = ROUND_ROBIN, int(rr_index) % N_MODES
-    elif g_count.min() < cfg.w_init:
-        branch, mode = WARMUP, int(np.argmin(g_count))
-    elif np.float32(u) < np.float32(cfg.epsilon):
-        branch, mode = EPSILON, int(rand_mode)
-    elif est.n_neighbours == 0 or est.mean_sim < cfg.rho:
-        branch = FALLBACK
-        means = [g_sum[m] / g_count[m] if g_count[m] > 0 else -np.inf for m in range(N_MODES)]
-        mode = int(np.argmax(means))
-    else:
-        branch, mode = KNN_UCB, int(np.argmax(est.scores))
-    scores = est.scores if branch == KNN_UCB else neg
-    return BanditDecision(mode=mode, branch=branch, scores=np.asarray(scores, np.float64),
-                          neighbourhood_sim=float(est.mean_sim), n_neighbours=int(est.n_neighbours))
+    return Selector(config=cfg, select_one=one, select_batch=jax.vmap(one, in_axes=(None, 0, None, 0, 0)))

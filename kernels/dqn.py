@@ -15,7 +15,7 @@ grids without rewriting the kernel:
 
 * static structure (sizes, intervals, step counts) lives in the frozen,
   hashable :class:`DQNConfig` and is bound by the factory
-  :func:`make_selector`;
+  :func:`make_dqn` (raw functions; the caller jits);
 * the hyperparameters one may want to sweep (``lr``, ``gamma``, the ε
   endpoints, the reward weights) travel as the dynamic pytree
   :class:`DQNHParams` of ``f32[]`` scalars, so a batch of them is just a
@@ -29,15 +29,17 @@ The learning rate is applied as ``updates * (−lr)`` after
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 
+from cfjax.kernels._base import NEG, PyTree, jit_fields, masked_argmax, masked_max
+from cfjax.kernels.replay import Batch, Replay, Transition, replay_add, replay_init, replay_sample
+
 __all__ = [
-    "NEG_LARGE",
     "Batch",
     "DQNConfig",
     "DQNHParams",
@@ -48,20 +50,18 @@ __all__ = [
     "TrainState",
     "Transition",
     "epsilon_schedule",
-    "make_selector",
+    "jit_selector",
+    "learn_schedule",
+    "make_dqn",
     "masked_argmax",
     "masked_max",
     "replay_add",
     "replay_init",
     "replay_sample",
     "reward",
+    "scheduled_update",
 ]
 
-#: Finite large negative used where a masked value can reach arithmetic
-#: (targets, losses). ``-inf`` is used only inside ``argmax``.
-NEG_LARGE = -1e9
-
-PyTree = Any
 
 
 # --------------------------------------------------------------------------
@@ -186,7 +186,7 @@ class DQNConfig:
 
 
 # --------------------------------------------------------------------------
-# Reward (Eq. 10) and masked reductions.
+# Reward (Eq. 10); the masked reductions are :mod:`cfjax.kernels._base`'s.
 # --------------------------------------------------------------------------
 def reward(solved_final, d_calls, d_failed, d_tokens, hp, tau0: float = 1e4):
     """Per-decision reward of Eq. 10.
@@ -217,41 +217,6 @@ def reward(solved_final, d_calls, d_failed, d_tokens, hp, tau0: float = 1e4):
         - jnp.asarray(hp.lam_f, f32) * jnp.asarray(d_failed, f32)
         - jnp.asarray(hp.lam_tau, f32) * jnp.asarray(d_tokens, f32) / jnp.asarray(tau0, f32)
     )
-
-
-def masked_argmax(q: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
-    """``argmax_{j valid} q[..., j]``: an invalid action never wins.
-
-    Invalid entries become ``-inf`` (only inside the argmax), so any finite
-    valid value beats them. A row without valid actions returns 0 (skip).
-
-    Args:
-        q: ``f32[..., A]`` scores.
-        mask: ``bool[..., A]`` valid actions.
-
-    Returns:
-        ``i32[...]`` chosen action.
-    """
-    return jnp.argmax(jnp.where(mask, q, -jnp.inf), axis=-1).astype(jnp.int32)
-
-
-def masked_max(q: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
-    """``max_{j valid} q[..., j]`` (the max in Eq. 12).
-
-    Returns exactly the best valid value (no sentinel leaks into a row with a
-    valid action); a row without any valid action returns the finite
-    :data:`NEG_LARGE`, never ``-inf``.
-
-    Args:
-        q: ``f32[..., A]`` scores.
-        mask: ``bool[..., A]`` valid actions.
-
-    Returns:
-        ``f32[...]``.
-    """
-    idx = masked_argmax(q, mask)
-    best = jnp.take_along_axis(q, idx[..., None], axis=-1)[..., 0]
-    return jnp.where(jnp.any(mask, axis=-1), best, jnp.asarray(NEG_LARGE, q.dtype))
 
 
 def _with_skip(mask: jnp.ndarray) -> jnp.ndarray:
@@ -299,112 +264,6 @@ class QNetwork(nn.Module):
 
 
 # --------------------------------------------------------------------------
-# Replay buffer (pure ring buffer).
-# --------------------------------------------------------------------------
-class Replay(NamedTuple):
-    """Fixed-capacity ring buffer of transitions ``(z, j, r, z', J', d)``."""
-
-    obs: jnp.ndarray  # f32[C, obs_dim] z_t
-    action: jnp.ndarray  # i32[C] j_t
-    reward: jnp.ndarray  # f32[C] r_t (Eq. 10)
-    next_obs: jnp.ndarray  # f32[C, obs_dim] z_{t+1}
-    next_mask: jnp.ndarray  # bool[C, n_actions] valid actions J_{t+1}
-    done: jnp.ndarray  # f32[C] d_t (1 = episode ended)
-    ptr: jnp.ndarray  # i32[] next write position
-    size: jnp.ndarray  # i32[] filled entries, <= C
-
-
-class Transition(NamedTuple):
-    """One decision's outcome (Algorithm 1, line 22)."""
-
-    obs: jnp.ndarray  # f32[obs_dim]
-    action: jnp.ndarray  # i32[]
-    reward: jnp.ndarray  # f32[]
-    next_obs: jnp.ndarray  # f32[obs_dim]
-    next_mask: jnp.ndarray  # bool[n_actions]
-    done: jnp.ndarray  # f32[] (or bool[])
-
-
-class Batch(NamedTuple):
-    """A minibatch of transitions (same fields as :class:`Transition`)."""
-
-    obs: jnp.ndarray  # f32[B, obs_dim]
-    action: jnp.ndarray  # i32[B]
-    reward: jnp.ndarray  # f32[B]
-    next_obs: jnp.ndarray  # f32[B, obs_dim]
-    next_mask: jnp.ndarray  # bool[B, n_actions]
-    done: jnp.ndarray  # f32[B]
-
-
-def replay_init(capacity: int, obs_dim: int = 98, n_actions: int = 5) -> Replay:
-    """Empty replay buffer (static ``capacity``, ``obs_dim``, ``n_actions``)."""
-    return Replay(
-        obs=jnp.zeros((capacity, obs_dim), jnp.float32),
-        action=jnp.zeros((capacity,), jnp.int32),
-        reward=jnp.zeros((capacity,), jnp.float32),
-        next_obs=jnp.zeros((capacity, obs_dim), jnp.float32),
-        next_mask=jnp.zeros((capacity, n_actions), bool),
-        done=jnp.zeros((capacity,), jnp.float32),
-        ptr=jnp.zeros((), jnp.int32),
-        size=jnp.zeros((), jnp.int32),
-    )
-
-
-def replay_add(replay: Replay, obs, action, reward, next_obs, next_mask, done) -> Replay:
-    """Write one transition at ``ptr`` (overwriting the oldest when full).
-
-    Args:
-        replay: Buffer with capacity ``C``.
-        obs: ``f32[obs_dim]``.
-        action: ``i32[]``.
-        reward: ``f32[]``.
-        next_obs: ``f32[obs_dim]``.
-        next_mask: ``bool[n_actions]``.
-        done: ``f32[]`` or ``bool[]``.
-
-    Returns:
-        The new buffer; ``ptr ← (ptr + 1) mod C``, ``size ← min(size + 1, C)``.
-    """
-    cap = replay.action.shape[0]
-    i = replay.ptr
-    return Replay(
-        obs=replay.obs.at[i].set(jnp.asarray(obs, jnp.float32)),
-        action=replay.action.at[i].set(jnp.asarray(action, jnp.int32)),
-        reward=replay.reward.at[i].set(jnp.asarray(reward, jnp.float32)),
-        next_obs=replay.next_obs.at[i].set(jnp.asarray(next_obs, jnp.float32)),
-        next_mask=replay.next_mask.at[i].set(jnp.asarray(next_mask, bool)),
-        done=replay.done.at[i].set(jnp.asarray(done, jnp.float32)),
-        ptr=((i + 1) % cap).astype(jnp.int32),
-        size=jnp.minimum(replay.size + 1, cap).astype(jnp.int32),
-    )
-
-
-def replay_sample(replay: Replay, key: jax.Array, batch_size: int) -> Batch:
-    """Uniform sample, with replacement, from the filled part of the buffer.
-
-    Indices are ``randint(key, (batch_size,), 0, max(size, 1))``: an empty
-    buffer yields copies of the (zero) slot 0.
-
-    Args:
-        replay: Buffer.
-        key: PRNG key.
-        batch_size: Static ``B``.
-
-    Returns:
-        :class:`Batch` with leading dimension ``B``.
-    """
-    idx = jax.random.randint(key, (batch_size,), 0, jnp.maximum(replay.size, 1))
-    return Batch(
-        obs=replay.obs[idx],
-        action=replay.action[idx],
-        reward=replay.reward[idx],
-        next_obs=replay.next_obs[idx],
-        next_mask=replay.next_mask[idx],
-        done=replay.done[idx],
-    )
-
-
-# --------------------------------------------------------------------------
 # Training state and the selector factory.
 # --------------------------------------------------------------------------
 class TrainState(NamedTuple):
@@ -434,8 +293,59 @@ def _no_update_metrics() -> Metrics:
     return Metrics(loss=z, q_mean=z, td_abs=z, grad_norm=z, updated=f, synced=f)
 
 
+class Schedule(NamedTuple):
+    """What the Table 3 schedule does after decision ``t`` (see :func:`learn_schedule`)."""
+
+    update: jnp.ndarray  # bool[] one gradient step: t >= learning_starts and t % train_every == 0
+    sync: jnp.ndarray  # bool[] θ⁻ ← θ after that step: t % target_sync_every == 0
+
+
+def learn_schedule(t, config: DQNConfig) -> Schedule:
+    """The Table 3 learning schedule after the ``t``-th decision (``t`` counts from 1).
+
+    One gradient update every ``train_every`` decisions once ``t ≥ learning_starts``; the target
+    network is synchronised every ``target_sync_every`` decisions (after that decision's update).
+    The ε schedule is :func:`epsilon_schedule`. The one definition both learners use.
+    """
+    return Schedule(update=(t >= config.learning_starts) & (t % config.train_every == 0),
+                    sync=t % config.target_sync_every == 0)
+
+
+def scheduled_update(config: DQNConfig, train_step: Callable, state: "TrainState", batch_fn: Callable[[], "Batch"],
+                     hp: DQNHParams):
+    """Count one decision and run the Table 3 schedule (Algorithm 1, line 23).
+
+    1. ``decisions ← t = decisions + 1``;
+    2. if :func:`learn_schedule` says so, one ``train_step(state, batch_fn(), hp)`` (``lax.cond``:
+       ``batch_fn`` is traced inside the taken branch only);
+    3. if ``t % target_sync_every == 0``: ``θ⁻ ← θ`` (after step 2).
+
+    Args:
+        config: Static configuration.
+        train_step: ``(state, batch, hp) -> (state, Metrics)`` (a :class:`Selector`'s).
+        state: Learner state before the decision is counted.
+        batch_fn: Zero-argument function returning the minibatch (sampled from whichever replay
+            the caller keeps).
+        hp: Dynamic hyperparameters.
+
+    Returns:
+        ``(state, Metrics)``; ``Metrics.synced`` tells whether the target was synchronised.
+    """
+    t = state.decisions + 1
+    state = state._replace(decisions=t)
+    sched = learn_schedule(t, config)
+    state, metrics = jax.lax.cond(
+        sched.update,
+        lambda s: train_step(s, batch_fn(), hp),
+        lambda s: (s, _no_update_metrics()),
+        state,
+    )
+    target = jax.tree.map(lambda old, new: jnp.where(sched.sync, new, old), state.target_params, state.params)
+    return state._replace(target_params=target), metrics._replace(synced=sched.sync)
+
+
 class Selector(NamedTuple):
-    """Pure (by default jitted) functions of the DQN selector.
+    """Pure functions of the DQN selector (raw from :func:`make_dqn`; jit by the caller).
 
     All take/return pytrees only, so they compose with ``lax.scan`` and
     ``vmap`` (seeds: vmap ``key``; grids: vmap ``hp``).
@@ -444,7 +354,7 @@ class Selector(NamedTuple):
     config: DQNConfig
     init: Callable  # (key, hp) -> TrainState
     q_values: Callable  # (params, obs f32[..., 98]) -> f32[..., 5]
-    epsilon: Callable  # (decisions i32[], hp) -> f32[]
+    epsilon: Callable  # (decisions i32[], hp) -> f32[]   (Table 3 ε, :func:`epsilon_schedule`)
     act: Callable  # (state, key, obs f32[..., 98], mask bool[..., 5], hp) -> i32[...]
     greedy: Callable  # (params, obs f32[..., 98], mask bool[..., 5]) -> i32[...]
     loss: Callable  # (params, target_params, batch, hp) -> (f32[], aux)
@@ -453,14 +363,14 @@ class Selector(NamedTuple):
     observe: Callable  # (state, replay, key, transition, hp) -> (state, replay, Metrics)
 
 
-def make_selector(config: DQNConfig = DQNConfig(), *, jit: bool = True) -> Selector:
-    """Build the selector's pure functions for a static ``config``.
+def make_dqn(config: DQNConfig = DQNConfig()) -> Selector:
+    """Build the selector's raw pure functions for a static ``config``.
+
+    Nothing is jitted: ``jax.jit`` each function (or :func:`jit_selector`), ``vmap`` over seeds
+    or hyperparameters, or trace them inside an outer ``scan`` (the table trainer does).
 
     Args:
         config: Static configuration (sizes, intervals, Adam β/ε).
-        jit: Wrap each function in ``jax.jit`` (they stay traceable inside an
-            outer ``jit``/``scan``/``vmap``). ``False`` returns the raw pure
-            functions.
 
     Returns:
         :class:`Selector`.
@@ -602,21 +512,9 @@ def make_selector(config: DQNConfig = DQNConfig(), *, jit: bool = True) -> Selec
             ``(state, replay, Metrics)``.
         """
         replay = replay_add(replay, *transition)
-        t = state.decisions + 1
-        state = state._replace(decisions=t)
-        do_update = (t >= cfg.learning_starts) & (t % cfg.train_every == 0)
-        state, metrics = jax.lax.cond(
-            do_update,
-            lambda s: update(s, replay, key, hp),
-            lambda s: (s, _no_update_metrics()),
-            state,
-        )
-        sync = t % cfg.target_sync_every == 0
-        target = jax.tree.map(
-            lambda old, new: jnp.where(sync, new, old), state.target_params, state.params
-        )
-        state = state._replace(target_params=target)
-        return state, replay, metrics._replace(synced=sync)
+        state, metrics = scheduled_update(cfg, train_step, state,
+                                          lambda: replay_sample(replay, key, cfg.batch_size), hp)
+        return state, replay, metrics
 
     fns = dict(
         init=init,
@@ -629,6 +527,9 @@ def make_selector(config: DQNConfig = DQNConfig(), *, jit: bool = True) -> Selec
         update=update,
         observe=observe,
     )
-    if jit:
-        fns = {k: jax.jit(v) for k, v in fns.items()}
     return Selector(config=cfg, **fns)
+
+
+def jit_selector(selector: Selector) -> Selector:
+    """``jax.jit`` every function of a :class:`Selector` (a caller-side convenience)."""
+    return jit_fields(selector)

@@ -6,9 +6,10 @@ of Eq. 8 is
     ``r_i = cos(phi(s), phi(q_i)) + lambda_reuse * u_i``,
 
 and the top ``k`` are taken among the *eligible* keys only (Eq. 7), given as
-a per-query boolean mask. :func:`masked_topk` is the jitted JAX kernel (``k``
-static); :func:`masked_topk_reference` is its NumPy reference with identical
-semantics:
+a per-query boolean mask. :func:`masked_topk` is the pure JAX kernel (``k``
+static: jit it with ``jax.jit(masked_topk, static_argnames="k")``);
+:func:`cfjax.kernels.reference.topk.masked_topk_reference` is its NumPy
+reference with identical semantics:
 
 * rows of ``queries`` and ``keys`` are L2-normalised; a zero row stays zero
   (cosine 0 with everything, never NaN);
@@ -16,7 +17,7 @@ semantics:
   selection and are never returned;
 * results are sorted by descending score, ties broken by the smaller key
   index (``jax.lax.top_k`` returns the lower index first among equal values,
-  which ``tests/test_topk.py`` checks);
+  which ``tests/kernels/test_topk.py`` checks);
 * when a query has fewer than ``k`` eligible keys (including ``k > N``), the
   tail is padded with index ``-1`` and score ``-inf``.
 
@@ -26,13 +27,14 @@ silently drop to TF32/bf16 (on CPU this is the default anyway).
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["masked_topk", "masked_topk_reference"]
+
+__all__ = ["masked_topk"]
+
+# old import path of the NumPy twin, now in cfjax.kernels.reference.topk
 
 
 def _normalise_rows(x: jax.Array) -> jax.Array:
@@ -47,7 +49,6 @@ def _check_k(k: int) -> None:
         raise ValueError(f"k must be a positive int, got {k!r}")
 
 
-@functools.partial(jax.jit, static_argnames=("k",))
 def masked_topk(
     queries: jax.Array,
     keys: jax.Array,
@@ -64,7 +65,8 @@ def masked_topk(
         keys: ``f32[N, d]`` key embeddings ``phi(q_i)``.
         bias: ``f32[N]`` per-key bias (reuse statistic ``u_i``).
         mask: ``bool[Q, N]`` eligibility (Eq. 7); ``False`` is never returned.
-        k: Number of results (static; may exceed ``N``).
+        k: Number of results (static: a Python int, ``static_argnames`` under
+            ``jax.jit``; may exceed ``N``).
         bias_weight: Weight of the bias (``lambda_reuse``); traced, so
             changing it does not recompile.
 
@@ -101,49 +103,3 @@ def masked_topk(
     top = jnp.where(valid, top, -jnp.inf)
     idx = jnp.where(valid, idx, -1).astype(jnp.int32)
     return top, idx
-
-
-def masked_topk_reference(
-    queries: np.ndarray,
-    keys: np.ndarray,
-    bias: np.ndarray,
-    mask: np.ndarray,
-    *,
-    k: int,
-    bias_weight: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy reference of :func:`masked_topk` (float64 internally).
-
-    Args:
-        queries: ``[Q, d]`` queries.
-        keys: ``[N, d]`` keys.
-        bias: ``[N]`` biases.
-        mask: ``bool[Q, N]`` eligibility.
-        k: Number of results.
-        bias_weight: Weight of the bias.
-
-    Returns:
-        ``(scores float32[Q, k], idx int32[Q, k])``, same semantics as
-        :func:`masked_topk`.
-    """
-    _check_k(k)
-    q = np.asarray(queries, dtype=np.float64)
-    kk = np.asarray(keys, dtype=np.float64)
-    m = np.asarray(mask, dtype=bool)
-    n_q, n = q.shape[0], kk.shape[0]
-
-    def norm(x: np.ndarray) -> np.ndarray:
-        nr = np.linalg.norm(x, axis=1, keepdims=True)
-        return np.divide(x, nr, out=np.zeros_like(x), where=nr > 0)
-
-    scores = norm(q) @ norm(kk).T + float(bias_weight) * np.asarray(bias, np.float64)[None, :]
-    scores = np.where(m, scores, -np.inf)
-    out_s = np.full((n_q, k), -np.inf, dtype=np.float32)
-    out_i = np.full((n_q, k), -1, dtype=np.int32)
-    cols = np.arange(n)
-    for r in range(n_q):
-        order = np.lexsort((cols, -scores[r]))[: min(k, n)]
-        order = order[m[r, order]]
-        out_s[r, : order.size] = scores[r, order]
-        out_i[r, : order.size] = order
-    return out_s, out_i

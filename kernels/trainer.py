@@ -12,14 +12,18 @@ task, and the next row (``-1`` when the episode ends). Because the rewards
 are stored as cost increments, the penalties ``λ_w, λ_f, λ_τ`` stay dynamic
 hyperparameters.
 
-:func:`make_train` returns pure functions. ``train(key, hp, table)`` runs the
-whole Table 3 procedure inside ``jit``: ε-greedy over valid choices, an index
-replay buffer (a preallocated ring of ``(row, choice)`` pairs — observations
-are gathered from the table at sample time, never copied), learning starts,
-train every 4, target sync, and a greedy evaluation on the validation roots
-every ``checkpoint_every`` decisions keeping the best parameters. The update
-step is the one the online path uses (:func:`cfjax.kernels.dqn.make_selector`
-``train_step``). Static: shapes, step counts, buffer size, episode depth.
+:func:`make_train` returns raw pure functions. ``train(key, hp, table)`` runs
+the whole Table 3 procedure inside the caller's ``jit``: ε-greedy over valid
+choices, an index replay buffer (the one ring of :mod:`cfjax.kernels.replay`
+holding ``(row, choice)`` pairs — observations are gathered from the table at
+sample time, never copied), and the one Table 3 schedule
+(:func:`cfjax.kernels.dqn.scheduled_update`: learning starts, train every 4,
+target sync), and a greedy evaluation on the validation roots every
+``checkpoint_every`` decisions keeping the best parameters. The update step is
+the one the online path uses (:func:`cfjax.kernels.dqn.make_dqn`
+``train_step``); the reward is :func:`cfjax.kernels.dqn.reward` (Eq. 10). The
+scan bodies return their metrics (:class:`TrainMetrics`, exposed by
+``train_logged``/``run_logged``). Static: shapes, step counts, buffer size, episode depth.
 Dynamic and vmappable: the key and every field of
 :class:`~cfjax.kernels.dqn.DQNHParams`.
 
@@ -29,18 +33,20 @@ the paper cycles through a task stream).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from cfjax.kernels import dqn
+from cfjax.kernels._base import EvaluateFn, PyTree, RunFn, TrainFn, masked_argmax
+from cfjax.kernels.replay import ring_push, ring_sample_indices
 
-__all__ = ["DecisionTable", "TrainerState", "Trainer", "make_train", "table_reward", "evaluate_policy",
-           "evaluate_policy_reference", "table_hash", "as_jax"]
+__all__ = ["DecisionTable", "TrainerState", "TrainMetrics", "TrainOutput", "Trainer", "make_train", "table_reward",
+           "evaluate_policy", "table_hash", "as_jax"]
 
-PyTree = Any
+# old import path of the NumPy twin, now in cfjax.kernels.reference.trainer
 
 
 class DecisionTable(NamedTuple):
@@ -101,7 +107,7 @@ def evaluate_policy(q_values: Callable, params: PyTree, table: DecisionTable, ro
         def body(_, carry):
             row, ret, solved, active = carry
             r = jnp.maximum(row, 0)
-            a = dqn.masked_argmax(q_values(params, table.obs[r]), table.mask[r])
+            a = masked_argmax(q_values(params, table.obs[r]), table.mask[r])
             rew = table_reward(table, r, a, hp, tau0)
             ret = ret + jnp.where(active, rew, 0.0)
             solved = solved | (active & table.solved[r, a])
@@ -117,29 +123,6 @@ def evaluate_policy(q_values: Callable, params: PyTree, table: DecisionTable, ro
     if roots.shape[0] == 0:
         return jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32)
     return jnp.mean(rets), jnp.mean(solved.astype(jnp.float32))
-
-
-def evaluate_policy_reference(q_fn: Callable[[np.ndarray], np.ndarray], table: DecisionTable, roots,
-                              hp: dqn.DQNHParams, *, max_depth: int, tau0: float) -> tuple[float, float]:
-    """NumPy reference of :func:`evaluate_policy` (``q_fn(obs f32[98]) -> f32[5]``)."""
-    t = [np.asarray(x) for x in table]
-    tb = DecisionTable(*t)
-    lam_w, lam_f, lam_tau = float(hp.lam_w), float(hp.lam_f), float(hp.lam_tau)
-    rets, solved = [], []
-    for root in np.asarray(roots):
-        row, ret, ok = int(root), 0.0, False
-        for _ in range(max_depth):
-            q = np.where(tb.mask[row], np.asarray(q_fn(tb.obs[row]), np.float64), -np.inf)
-            a = int(np.argmax(q))
-            ret += (float(tb.solved[row, a]) - lam_w * tb.calls[row, a] - lam_f * tb.failed[row, a]
-                    - lam_tau * tb.tokens[row, a] / tau0)
-            ok = ok or bool(tb.solved[row, a])
-            row = int(tb.next[row, a])
-            if row < 0:
-                break
-        rets.append(ret)
-        solved.append(ok)
-    return (float(np.mean(rets)) if rets else 0.0, float(np.mean(solved)) if solved else 0.0)
 
 
 class TrainerState(NamedTuple):
@@ -160,15 +143,39 @@ class TrainerState(NamedTuple):
     episodes: jnp.ndarray  # i32[] training episodes finished
 
 
+class TrainMetrics(NamedTuple):
+    """What the scan bodies return (PureJaxRL's habit): one entry per decision / checkpoint.
+
+    Leading axes ``[n_chunks, checkpoint_every]`` for the per-decision fields (``C`` =
+    ``checkpoint_every``), ``[n_chunks]`` for the checkpoint fields.
+    """
+
+    learner: dqn.Metrics  # per decision: loss, q_mean, td_abs, grad_norm (0 without update), updated, synced
+    reward: jnp.ndarray  # f32[n_chunks, C] Eq. 10 reward of the decision
+    epsilon: jnp.ndarray  # f32[n_chunks, C] ε used to choose it (Table 3 schedule)
+    episode_done: jnp.ndarray  # bool[n_chunks, C] the decision ended its episode
+    val_return: jnp.ndarray  # f32[n_chunks] mean validation return at each checkpoint
+    improved: jnp.ndarray  # bool[n_chunks] the checkpoint became the best one
+
+
+class TrainOutput(NamedTuple):
+    """``{"runner_state", "metrics"}`` of PureJaxRL as a typed pytree."""
+
+    runner_state: "TrainerState"  # the final state (as ``train`` returns it)
+    metrics: TrainMetrics  # the per-decision / per-checkpoint log
+
+
 class Trainer(NamedTuple):
     """Pure functions bound to a static configuration (see :func:`make_train`)."""
 
     config: dqn.DQNConfig
     init: Callable  # (key, hp) -> TrainerState
-    run: Callable  # (state, hp, table, *, n_chunks) -> TrainerState   (n_chunks static)
-    train: Callable  # (key, hp, table) -> TrainerState
-    evaluate: Callable  # (params, hp, table, roots) -> (mean return, solved rate)
+    run: RunFn  # (state, hp, table, *, n_chunks) -> TrainerState   (n_chunks static)
+    train: TrainFn  # (key, hp, table) -> TrainerState
+    evaluate: EvaluateFn  # (params, hp, table, roots) -> (mean return, solved rate)
     n_chunks: int  # total validation chunks (decisions = n_chunks × checkpoint_every)
+    run_logged: Callable = None  # (state, hp, table, *, n_chunks) -> TrainOutput   (n_chunks static)
+    train_logged: Callable = None  # (key, hp, table) -> TrainOutput
 
 
 def make_train(config: dqn.DQNConfig = dqn.DQNConfig(), *, max_depth: int = 2) -> Trainer:
@@ -181,16 +188,19 @@ def make_train(config: dqn.DQNConfig = dqn.DQNConfig(), *, max_depth: int = 2) -
       max_depth: the longest episode in the table (``max_attempts``).
 
     Returns:
-      :class:`Trainer`. ``train`` and ``run`` are unjitted pure functions;
+      :class:`Trainer`. Every function is an unjitted pure function;
       ``jax.jit(trainer.train)``, ``jax.vmap`` over keys and/or
-      hyperparameters, and sharding are the caller's choice.
+      hyperparameters, and sharding are the caller's choice. ``train`` and
+      ``run`` return the final :class:`TrainerState`; ``train_logged`` and
+      ``run_logged`` return :class:`TrainOutput` (the same state plus the
+      :class:`TrainMetrics` the scans collect).
     """
     cfg = config
     if cfg.total_decisions % cfg.checkpoint_every:
         raise ValueError(f"total_decisions ({cfg.total_decisions}) must be a multiple of checkpoint_every "
                          f"({cfg.checkpoint_every}) for the table trainer")
     n_chunks = cfg.total_decisions // cfg.checkpoint_every
-    sel = dqn.make_selector(cfg, jit=False)
+    sel = dqn.make_dqn(cfg)
     cap = cfg.buffer_capacity
     skip_only = _skip_only(cfg.n_actions)
 
@@ -218,7 +228,7 @@ def make_train(config: dqn.DQNConfig = dqn.DQNConfig(), *, max_depth: int = 2) -
         return evaluate_policy(sel.q_values, params, table, roots, hp, max_depth=max_depth, tau0=cfg.tau0)
 
     def batch_from(state: TrainerState, table: DecisionTable, key, hp) -> dqn.Batch:
-        idx = jax.random.randint(key, (cfg.batch_size,), 0, jnp.maximum(state.buf_size, 1))
+        idx = ring_sample_indices(key, state.buf_size, cfg.batch_size)
         rows, choices = state.buf_row[idx], state.buf_choice[idx]
         nxt = table.next[rows, choices]
         done = nxt < 0
@@ -232,69 +242,71 @@ def make_train(config: dqn.DQNConfig = dqn.DQNConfig(), *, max_depth: int = 2) -
             done=done.astype(jnp.float32),
         )
 
-    def step(state: TrainerState, table: DecisionTable, hp: dqn.DQNHParams) -> TrainerState:
-        """One training decision (Algorithm 1 lines 18–23 on the table)."""
+    def step(state: TrainerState, table: DecisionTable, hp: dqn.DQNHParams):
+        """One training decision (Algorithm 1 lines 18–23 on the table): ``(state, metrics)``."""
         key, k_root, k_act, k_batch = jax.random.split(state.key, 4)
         n_roots = table.train_roots.shape[0]
         root = table.train_roots[jax.random.randint(k_root, (), 0, n_roots)]
         row = jnp.where(state.row < 0, root, state.row)
         learner = state.learner
+        eps = sel.epsilon(learner.decisions, hp)
         choice = sel.act(learner, k_act, table.obs[row], table.mask[row], hp)
         r = table_reward(table, row, choice, hp, cfg.tau0)
         nxt = table.next[row, choice]
-        # replay: store the (row, choice) index pair
-        buf_row = state.buf_row.at[state.buf_ptr].set(row)
-        buf_choice = state.buf_choice.at[state.buf_ptr].set(choice)
-        buf_ptr = (state.buf_ptr + 1) % cap
-        buf_size = jnp.minimum(state.buf_size + 1, cap)
-        t = learner.decisions + 1
-        learner = learner._replace(decisions=t)
+        # replay: store the (row, choice) index pair in the one ring buffer
+        (buf_row, buf_choice), buf_ptr, buf_size = ring_push(
+            (state.buf_row, state.buf_choice), state.buf_ptr, state.buf_size, (row, choice))
         state = state._replace(buf_row=buf_row, buf_choice=buf_choice, buf_ptr=buf_ptr, buf_size=buf_size)
-        do_update = (t >= cfg.learning_starts) & (t % cfg.train_every == 0)
-        learner = jax.lax.cond(
-            do_update,
-            lambda lr: sel.train_step(lr, batch_from(state, table, k_batch, hp), hp)[0],
-            lambda lr: lr,
-            learner,
-        )
-        sync = t % cfg.target_sync_every == 0
-        learner = learner._replace(target_params=jax.tree.map(
-            lambda old, new: jnp.where(sync, new, old), learner.target_params, learner.params))
-        return state._replace(
+        learner, m = dqn.scheduled_update(cfg, sel.train_step, learner,
+                                          lambda: batch_from(state, table, k_batch, hp), hp)
+        done = nxt < 0
+        state = state._replace(
             learner=learner, row=jnp.where(nxt >= 0, nxt, -1), key=key,
-            train_return=state.train_return + r, episodes=state.episodes + (nxt < 0),
+            train_return=state.train_return + r, episodes=state.episodes + done,
         )
+        return state, (m, r, eps, done)
 
-    def chunk(state: TrainerState, table: DecisionTable, hp: dqn.DQNHParams) -> TrainerState:
+    def chunk(state: TrainerState, table: DecisionTable, hp: dqn.DQNHParams):
         """``checkpoint_every`` decisions, then a validation checkpoint (App. C.2)."""
 
-        def body(s, _):
-            return step(s, table, hp), None
+        def decision_body(s, _):
+            return step(s, table, hp)
 
-        state, _ = jax.lax.scan(body, state, None, length=cfg.checkpoint_every)
+        state, (m, r, eps, done) = jax.lax.scan(decision_body, state, None, length=cfg.checkpoint_every)
         ret, _ = evaluate(state.learner.params, hp, table, table.val_roots)
         better = ret > state.best_return
         ci = state.learner.decisions // cfg.checkpoint_every - 1
-        return state._replace(
+        state = state._replace(
             best_params=jax.tree.map(lambda b, p: jnp.where(better, p, b), state.best_params,
                                      state.learner.params),
             best_return=jnp.where(better, ret, state.best_return),
             best_decision=jnp.where(better, state.learner.decisions, state.best_decision),
             val_returns=state.val_returns.at[ci].set(ret),
         )
+        return state, TrainMetrics(learner=m, reward=r, epsilon=eps, episode_done=done, val_return=ret,
+                                   improved=better)
+
+    def run_logged(state: TrainerState, hp: dqn.DQNHParams, table: DecisionTable, *,
+                   n_chunks: int) -> TrainOutput:
+        """Continue ``state`` for ``n_chunks × checkpoint_every`` decisions, keeping the metrics."""
+        table = as_jax(table)
+
+        def chunk_body(s, _):
+            return chunk(s, table, hp)
+
+        state, metrics = jax.lax.scan(chunk_body, state, None, length=n_chunks)
+        return TrainOutput(runner_state=state, metrics=metrics)
 
     def run(state: TrainerState, hp: dqn.DQNHParams, table: DecisionTable, *, n_chunks: int) -> TrainerState:
         """Continue ``state`` for ``n_chunks × checkpoint_every`` decisions."""
-        table = as_jax(table)
+        return run_logged(state, hp, table, n_chunks=n_chunks).runner_state
 
-        def body(s, _):
-            return chunk(s, table, hp), None
-
-        state, _ = jax.lax.scan(body, state, None, length=n_chunks)
-        return state
+    def train_logged(key: jax.Array, hp: dqn.DQNHParams, table: DecisionTable) -> TrainOutput:
+        """The whole Table 3 run with its metrics: ``init`` then every chunk."""
+        return run_logged(init(key, hp), hp, table, n_chunks=n_chunks)
 
     def train(key: jax.Array, hp: dqn.DQNHParams, table: DecisionTable) -> TrainerState:
         """The whole Table 3 run: ``init`` then every chunk."""
         return run(init(key, hp), hp, table, n_chunks=n_chunks)
 
-    return Trainer(cfg, init, run, train, evaluate, n_chunks)
+    return Trainer(cfg, init, run, train, evaluate, n_chunks, run_logged, train_logged)

@@ -3,7 +3,7 @@
 Hand-written forward pass, masked target, backpropagation of the MSE loss
 through the ReLU MLP, and the Adam step with bias correction (identical
 arithmetic to ``optax.adam``). Used by the tests to check
-:func:`cfjax.kernels.dqn.make_selector`'s ``train_step``.
+:func:`cfjax.kernels.dqn.make_dqn`'s ``train_step``; :func:`reward_reference` is Eq. 10.
 
 Parameter layout mirrors the flax ``QNetwork`` params:
 ``{"Dense_i": {"kernel": [in, out], "bias": [out]}}`` for
@@ -19,10 +19,12 @@ from typing import Any, Mapping
 import numpy as np
 
 __all__ = [
+    "reward_reference",
     "adam_init_reference",
     "dqn_loss_reference",
     "dqn_update_reference",
     "q_forward_reference",
+    "masked_argmax_reference",
 ]
 
 _F = np.float64
@@ -38,6 +40,12 @@ def _layers(params: Mapping[str, Any]) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def _hp(hp, name: str) -> float:
     return float(np.asarray(getattr(hp, name)))
+
+
+def reward_reference(solved_final, d_calls, d_failed, d_tokens, hp, tau0: float = 1e4):
+    """Eq. 10 in float64: ``1[t=T] 1[solved] − λ_w δw − λ_f δf − λ_τ δτ/τ0`` (twin of ``dqn.reward``)."""
+    return (np.asarray(solved_final, _F) - _hp(hp, "lam_w") * np.asarray(d_calls, _F)
+            - _hp(hp, "lam_f") * np.asarray(d_failed, _F) - _hp(hp, "lam_tau") * np.asarray(d_tokens, _F) / float(tau0))
 
 
 def q_forward_reference(params: Mapping[str, Any], obs: np.ndarray):
@@ -65,6 +73,11 @@ def _masked_max(q: np.ndarray, mask: np.ndarray) -> np.ndarray:
     mask = np.asarray(mask, bool).copy()
     mask[..., 0] = True  # skip is always valid (App. C.1)
     return np.where(mask, q, -np.inf).max(axis=-1)
+
+
+def masked_argmax_reference(x, mask) -> np.ndarray:
+    """Twin of :func:`cfjax.kernels.masked_argmax` (``-inf`` only inside the argmax; 0 if none valid)."""
+    return np.argmax(np.where(np.asarray(mask, bool), np.asarray(x, _F), -np.inf), axis=-1).astype(np.int32)
 
 
 def dqn_loss_reference(params, target_params, batch, hp):

@@ -9,7 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfjax.kernels.topk import masked_topk, masked_topk_reference
+from cfjax.kernels import masked_topk as masked_topk_raw
+from cfjax.kernels.reference import masked_topk_reference
+
+masked_topk = jax.jit(masked_topk_raw, static_argnames=("k",))  # the caller jits (k static)
 
 
 def _full_scores(
@@ -116,3 +119,18 @@ def test_bias_weight_is_traced_and_k_static() -> None:
         masked_topk(q, keys, bias, mask, k=0, bias_weight=0.0)
     with pytest.raises(ValueError, match="mask"):
         masked_topk(q, keys, bias, np.ones((1, 3), bool), k=1, bias_weight=0.0)
+
+
+def test_caller_jit_compiles_once_per_shape_and_k() -> None:
+    traces = []
+
+    def counted(*args, k, bias_weight):
+        traces.append(k)
+        return masked_topk_raw(*args, k=k, bias_weight=bias_weight)
+
+    f = jax.jit(counted, static_argnames=("k",))
+    rng = np.random.default_rng(0)
+    for bw in (0.0, 0.3):  # bias_weight is traced: no recompile
+        q, keys = rng.normal(size=(2, 4)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)
+        f(q, keys, np.zeros(5, np.float32), np.ones((2, 5), bool), k=3, bias_weight=bw)
+    assert traces == [3]

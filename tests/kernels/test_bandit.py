@@ -20,11 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfjax.kernels import bandit
-from cfjax.kernels.bandit import (EPSILON, FALLBACK, KNN_UCB, N_MODES, NEG_SCORE, ROUND_ROBIN, WARMUP, BanditConfig,
-                                  OutcomeLogArrays, bandit_reward, bandit_reward_reference, empty_log,
-                                  exploration_draws, local_estimates, local_estimates_reference, make_select,
-                                  select_mode, select_mode_reference)
+from cfjax.kernels import (EPSILON, FALLBACK, KNN_UCB, N_MODES, NEG, ROUND_ROBIN, WARMUP, BanditConfig, LocalEstimates,
+                           OutcomeLogArrays, bandit_reward, empty_log, exploration_draws, jit_fields, local_estimates,
+                           make_knn_ucb, select_mode)
+from cfjax.kernels.reference import bandit_reward_reference, local_estimates_reference, select_mode_reference
 
 L, D = 32, 8
 CFG_DEFAULT = BanditConfig()  # Table 3 defaults (ε = 0.1, γ = 0.998)
@@ -143,7 +142,7 @@ def draws():
 
 @pytest.fixture(scope="module")
 def select_batch():
-    return make_select(CFG_DEFAULT)
+    return jit_fields(make_knn_ucb(CFG_DEFAULT))
 
 
 def _np(tree):
@@ -169,7 +168,7 @@ def _check(dec, ref, cases_i, cfg, tag="") -> bool:
             assert ref.scores[mode] >= ref.scores[ref.mode] - 2e-5, tag
             tolerated = True
     else:
-        assert np.all(np.asarray(dec.scores) == np.float32(NEG_SCORE)), tag
+        assert np.all(np.asarray(dec.scores) == np.float32(NEG)), tag
         if mode != ref.mode:
             log = cases_i[0]
             v = np.asarray(log.valid)
@@ -403,7 +402,7 @@ def test_empty_log(fns) -> None:
         dec = sel(log, q, 5, 1, KEY0, cfg)
         assert int(dec.branch) == branch and int(dec.mode) == 0
         assert int(dec.n_neighbours) == 0 and float(dec.neighbourhood_sim) == 0.0
-        assert np.all(np.asarray(dec.scores) == np.float32(NEG_SCORE))
+        assert np.all(np.asarray(dec.scores) == np.float32(NEG))
         ref = select_mode_reference(log, q, 5, 1, 0.5, 2, cfg)
         assert (ref.branch, ref.mode, ref.n_neighbours) == (branch, 0, 0)
 
@@ -425,7 +424,7 @@ def test_invalid_entries_never_influence(fns, seed: int, kind: str, it: int) -> 
         np.testing.assert_array_equal(a, b)
     e1, e2 = _np(est(log, q, CFG_DEFAULT)), _np(est(other, q, CFG_DEFAULT))
     v = np.asarray(log.valid)
-    for name in bandit.LocalEstimates._fields:
+    for name in LocalEstimates._fields:
         a, b = getattr(e1, name), getattr(e2, name)
         if name == "sim":
             a, b = a[v], b[v]

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfjax.kernels.beam import (NEG, BeamResult, archive_size, beam_search_reference, brute_force_reference,
-                                make_beam_search, make_path_log_prob, make_path_sampler, path_log_prob_reference)
+from cfjax.kernels import NEG, BeamResult, archive_size, make_beam_search, make_path_log_prob, make_path_sampler
+from cfjax.kernels.reference import beam_search_reference, brute_force_reference, path_log_prob_reference
 
 N, K, TAU = 8, 3, 0.7
 

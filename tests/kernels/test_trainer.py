@@ -1,8 +1,9 @@
-"""The jitted decision-table trainer (kernels/trainer.py) and its orchestration
+"""The decision-table trainer (kernels/trainer.py, jitted here by the caller) and its orchestration
 (countermem/table.py, countermem/selectors.py)."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -17,11 +18,10 @@ import pytest
 
 from cfjax.countermem.selectors import (CheckpointMismatchError, grid_hparams, parse_grid, parse_seeds,
                                         train_resumable, train_selectors)
-from cfjax.kernels import dqn
-from cfjax.kernels.trainer import (DecisionTable, evaluate_policy_reference, make_train, table_hash,
-                                   table_reward)
+from cfjax.kernels import DecisionTable, DQNConfig, jit_selector, make_dqn, make_train, table_hash, table_reward
+from cfjax.kernels.reference import evaluate_policy_reference
 
-CFG = dqn.DQNConfig(total_decisions=1000, learning_starts=50, checkpoint_every=250, target_sync_every=100)
+CFG = DQNConfig(total_decisions=1000, learning_starts=50, checkpoint_every=250, target_sync_every=100)
 
 
 def hand_table(n_per_kind: int = 12, seed: int = 0) -> DecisionTable:
@@ -76,20 +76,33 @@ def trainer():
     return make_train(CFG, max_depth=2)
 
 
+TRACES = collections.Counter()  # Python-level traces of the jitted programs (a retrace guard)
+
+
 @pytest.fixture(scope="module")
 def train_jit(trainer):
-    return jax.jit(trainer.train)
+    def train(key, hp, table):
+        TRACES["train"] += 1
+        return trainer.train(key, hp, table)
+
+    return jax.jit(train)
 
 
 @pytest.fixture(scope="module")
 def train_seeds(trainer):
-    return jax.jit(jax.vmap(trainer.train, in_axes=(0, None, None)))
+    """The PureJaxRL shape: ``jit(vmap(train_logged))`` -> ``TrainOutput(runner_state, metrics)``."""
+    return jax.jit(jax.vmap(trainer.train_logged, in_axes=(0, None, None)))
 
 
 @pytest.fixture(scope="module")
-def five(train_seeds, table):
+def five_out(train_seeds, table):
     keys = jnp.stack([jax.random.PRNGKey(s) for s in range(5)])
     return jax.block_until_ready(train_seeds(keys, CFG.hparams(), table))
+
+
+@pytest.fixture(scope="module")
+def five(five_out):
+    return five_out.runner_state
 
 
 def optimal(table: DecisionTable, root: int) -> int:
@@ -97,7 +110,7 @@ def optimal(table: DecisionTable, root: int) -> int:
 
 
 def test_learns_the_optimal_policy_for_every_seed(five, table, trainer):
-    sel = dqn.make_selector(CFG)
+    sel = jit_selector(make_dqn(CFG))
     for s in range(5):
         params = jax.tree.map(lambda x: x[s], five.best_params)
         for root in np.concatenate([table.train_roots, table.val_roots, table.eval_roots]):
@@ -110,7 +123,7 @@ def test_learns_the_optimal_policy_for_every_seed(five, table, trainer):
 
 
 def test_evaluate_matches_numpy_reference(five, table, trainer):
-    sel = dqn.make_selector(CFG)
+    sel = jit_selector(make_dqn(CFG))
     hp = CFG.hparams()
     for s in (0, 3):
         params = jax.tree.map(lambda x: x[s], five.learner.params)  # last (not best) params: any policy
@@ -149,6 +162,31 @@ def test_seeds_differ_and_same_seed_same_bits(five, train_jit, table):
     b = train_jit(jax.random.PRNGKey(3), CFG.hparams(), table)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
+    train_jit(jax.random.PRNGKey(4), CFG.hparams()._replace(lr=jnp.float32(2e-3)), table)
+    assert TRACES["train"] == 1  # same shapes, new key and hyperparameters: compiled once
+
+
+def test_scan_metrics_agree_with_the_state(five_out, five):
+    """The scan bodies return their metrics (PureJaxRL): per decision and per checkpoint."""
+    m = five_out.metrics
+    n_chunks, ce = CFG.total_decisions // CFG.checkpoint_every, CFG.checkpoint_every
+    assert m.reward.shape == (5, n_chunks, ce) and m.learner.loss.shape == (5, n_chunks, ce)
+    assert m.val_return.shape == (5, n_chunks)
+    np.testing.assert_array_equal(np.asarray(m.learner.updated).sum(axis=(1, 2)), np.asarray(five.learner.step))
+    np.testing.assert_array_equal(np.asarray(m.episode_done).sum(axis=(1, 2)), np.asarray(five.episodes))
+    np.testing.assert_allclose(np.asarray(m.reward).sum(axis=(1, 2)), np.asarray(five.train_return), rtol=1e-4)
+    np.testing.assert_array_equal(np.asarray(m.val_return), np.asarray(five.val_returns))
+    t = np.arange(1, CFG.total_decisions + 1).reshape(n_chunks, ce)
+    sched = (t >= CFG.learning_starts) & (t % CFG.train_every == 0)
+    assert (np.asarray(m.learner.updated) == sched).all()
+    assert (np.asarray(m.learner.synced) == (t % CFG.target_sync_every == 0)).all()
+    loss = np.asarray(m.learner.loss)
+    assert np.isfinite(loss).all() and (loss[:, ~sched] == 0).all() and (loss[:, sched] > 0).any()
+    eps = np.asarray(m.epsilon)[0].reshape(-1)  # Table 3: 0.30 -> 0.05 over eps_decay_steps, then flat
+    expect = 0.30 + (0.05 - 0.30) * np.clip(np.arange(CFG.total_decisions) / CFG.eps_decay_steps, 0, 1)
+    np.testing.assert_allclose(eps, expect, atol=1e-6)
+    best = np.asarray(m.val_return).argmax(axis=1)  # first maximum = the kept checkpoint
+    np.testing.assert_array_equal((best + 1) * ce, np.asarray(five.best_decision))
 
 
 def test_vmapped_lane_equals_single_run(five, train_jit, table):
@@ -183,7 +221,7 @@ def test_only_skip_rows_work(table):
 
 
 def test_resume_equals_uninterrupted_and_refuses_other_table_or_config(tmp_path, table):
-    cfg = dqn.DQNConfig()  # Table 3: 2,000 decisions, checkpoints every 250
+    cfg = DQNConfig()  # Table 3: 2,000 decisions, checkpoints every 250
     a = train_resumable(table, cfg, seeds=(0, 1), checkpoint_dir=tmp_path / "a", save_every=4, stop_after=4)
     assert int(np.asarray(a.learner.decisions)[0]) == 1000  # interrupted after decision 1000
     a = train_resumable(table, cfg, seeds=(0, 1), checkpoint_dir=tmp_path / "a", save_every=4)

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from cfjax.kernels import setscore as S
+import cfjax.kernels as S
+from cfjax.kernels import reference as R
 
 N, DC, DM, H, F = 6, 8, 10, 32, 16  # pool size, context dim, member dim, hidden, features
 MODEL = S.SetScorer(hidden=H, features=F)
@@ -95,7 +96,7 @@ def test_matches_numpy_reference(params, score_feat):
     masks += [rng.random(N) < 0.5 for _ in range(5)]
     for m in masks:
         g, f = score_feat(params, c, pool, jnp.asarray(m))
-        g_ref, f_ref = S.set_scorer_reference(params, np.asarray(c), np.asarray(pool), m, True)
+        g_ref, f_ref = R.set_scorer_reference(params, np.asarray(c), np.asarray(pool), m, True)
         np.testing.assert_allclose(float(g), g_ref, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(np.asarray(f), f_ref, rtol=1e-5, atol=1e-5)
 
@@ -237,10 +238,10 @@ def _loss_inputs(seed, T=3, M=5, p_valid=0.7):
 
 
 LOSSES = [
-    ("reg", S.reg_loss, S.reg_loss_reference),
-    ("sign", S.sign_loss, S.sign_loss_reference),
-    ("pair", S.pair_loss, S.pair_loss_reference),
-    ("value", lambda *a, cfg: S.value_loss(*a, cfg=cfg)[0], S.value_loss_reference),
+    ("reg", S.reg_loss, R.reg_loss_reference),
+    ("sign", S.sign_loss, R.sign_loss_reference),
+    ("pair", S.pair_loss, R.pair_loss_reference),
+    ("value", lambda *a, cfg: S.value_loss(*a, cfg=cfg)[0], R.value_loss_reference),
 ]
 
 
@@ -281,7 +282,7 @@ def test_value_loss_parts_and_weights():
 
 def test_huber_and_w_mag():
     x = np.linspace(-3, 3, 61).astype(np.float32)
-    np.testing.assert_allclose(np.asarray(S.huber(x, 1.0)), S.huber_reference(x, 1.0), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(S.huber(x, 1.0)), R.huber_reference(x, 1.0), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(S.huber(x, 1.0)), np.asarray(optax.huber_loss(x, delta=1.0)), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(S.w_mag(_f32([0.0, 0.01, -0.1, 0.2, -1.5]), CFG)),
                                [0.1, 0.1, 0.5, 1.0, 1.0], rtol=1e-6)
@@ -292,7 +293,7 @@ def test_omega_table():
     y = _f32([0.0, 0.02, -0.02, 0.021, 0.5, 1.0, 3.0, -0.021, -0.5, -1.0, -3.0])
     want = [0.0, 0.0, 0.0, 0.021, 0.5, 1.0, 1.0, -0.0105, -0.25, -0.5, -0.5]
     np.testing.assert_allclose(np.asarray(jax.jit(S.omega)(y)), want, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(S.omega_reference(np.asarray(y)), want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(R.omega_reference(np.asarray(y)), want, rtol=1e-6, atol=1e-7)
     y2 = _f32([0.05, 0.2, 2.0, -0.05, -0.2, -2.0])
     np.testing.assert_allclose(np.asarray(S.omega(y2, CFG2)), [0.0, 0.2, 0.6, 0.0, -0.05, -0.15], rtol=1e-6)
 
@@ -309,14 +310,14 @@ def test_policy_loss_reference_and_stop_gradient(cfg):
     lengths = step_mask.sum(1)
     loss = jax.jit(functools.partial(S.policy_loss, cfg=cfg))
     got = float(loss(logp_sum, lengths, y, mask))
-    np.testing.assert_allclose(got, S.policy_loss_reference(logp_sum, lengths, y, mask, cfg), rtol=1e-5)
+    np.testing.assert_allclose(got, R.policy_loss_reference(logp_sum, lengths, y, mask, cfg), rtol=1e-5)
     got_steps = float(jax.jit(functools.partial(S.policy_loss_steps, cfg=cfg))(step_logp, step_mask, y, mask))
     np.testing.assert_allclose(got_steps, got, rtol=1e-5)
     # gradient wrt the ω-source is exactly zero; wrt log-probs it is −ω/(L·#paths)
     dy = jax.jit(jax.grad(functools.partial(S.policy_loss, cfg=cfg), argnums=2))(logp_sum, lengths, y, mask)
     assert not np.any(np.asarray(dy))
     dl = jax.jit(jax.grad(functools.partial(S.policy_loss, cfg=cfg)))(_f32(logp_sum), lengths, y, mask)
-    want = -S.omega_reference(np.asarray(y), cfg) / np.maximum(lengths, 1) / mask.sum() * mask
+    want = -R.omega_reference(np.asarray(y), cfg) / np.maximum(lengths, 1) / mask.sum() * mask
     np.testing.assert_allclose(np.asarray(dl), want, rtol=1e-5, atol=1e-7)
     assert float(loss(logp_sum, lengths, y, np.zeros(P, bool))) == 0.0
 

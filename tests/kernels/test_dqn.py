@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from cfjax.kernels import dqn as D
-from cfjax.kernels import dqn_reference as R
+import cfjax.kernels as D
+from cfjax.kernels import reference as R
 
 MASKED_ARGMAX = jax.jit(D.masked_argmax)
 MASKED_MAX = jax.jit(D.masked_max)
@@ -23,7 +23,7 @@ REPLAY_SAMPLE = jax.jit(D.replay_sample, static_argnums=2)
 @pytest.fixture(scope="module")
 def sel():
     """Default (Table 3) selector, jitted."""
-    return D.make_selector(D.DQNConfig())
+    return D.jit_selector(D.make_dqn(D.DQNConfig()))
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_masked_argmax_max_never_invalid(q, mask):
     m = np.asarray(MASKED_MAX(q, mask))
     for i in range(8):
         if empty[i]:
-            assert m[i] == D.NEG_LARGE and np.isfinite(m[i])
+            assert m[i] == D.NEG and np.isfinite(m[i])
             continue
         assert mask[i, a[i]]
         assert q[i, a[i]] == q[i][mask[i]].max()
@@ -240,7 +240,7 @@ def _np_tree(tree):
 
 def test_update_matches_numpy_reference():
     cfg = D.DQNConfig(buffer_capacity=64, batch_size=32)
-    sel = D.make_selector(cfg)
+    sel = D.jit_selector(D.make_dqn(cfg))
     hp = cfg.hparams()._replace(lr=jnp.float32(3e-3))
     st = sel.init(jax.random.key(7), hp)
     # Distinct target params so the Eq. 12 target is exercised.
@@ -288,7 +288,7 @@ def test_update_matches_numpy_reference_float64():
     then changes ``m/sqrt(v)`` at O(lr)) for unlucky inputs.
     """
     cfg = D.DQNConfig(buffer_capacity=64, batch_size=32)
-    sel = D.make_selector(cfg)
+    sel = D.jit_selector(D.make_dqn(cfg))
     hp = cfg.hparams()._replace(lr=jnp.float32(3e-3))
     rng = np.random.default_rng(10)
     rep = D.replay_init(64, 98, 5)
@@ -321,7 +321,7 @@ def test_update_matches_numpy_reference_float64():
 
 def test_loss_terminal_target_is_reward():
     """Eq. 12: d = 1 gives y = r regardless of next obs / mask."""
-    sel = D.make_selector(D.DQNConfig())
+    sel = D.jit_selector(D.make_dqn(D.DQNConfig()))
     hp = sel.config.hparams()
     st = sel.init(jax.random.key(0), hp)
     obs = _obs(5, 4)
@@ -342,7 +342,7 @@ def test_loss_terminal_target_is_reward():
 # ---------------------------------------------------------------- schedule
 def test_target_sync_exactly_at_interval():
     cfg = D.DQNConfig(learning_starts=1, train_every=1, target_sync_every=3, buffer_capacity=16, batch_size=4)
-    sel = D.make_selector(cfg)
+    sel = D.jit_selector(D.make_dqn(cfg))
     hp = cfg.hparams()._replace(lr=jnp.float32(1e-2))
     st = sel.init(jax.random.key(0), hp)
     rep = D.replay_init(16, 98, 5)
@@ -398,7 +398,7 @@ def test_observe_update_schedule_default_config(sel):
 def test_hparams_grid_vmaps(sel):
     """lr is a dynamic hyperparameter: lr = 0 leaves params unchanged."""
     cfg = dataclasses.replace(sel.config, learning_starts=1, train_every=1, batch_size=8, buffer_capacity=8)
-    s = D.make_selector(cfg)
+    s = D.make_dqn(cfg)
     base = cfg.hparams()
     grid = jax.tree.map(lambda x: jnp.stack([x, x]), base)._replace(lr=jnp.array([0.0, 1e-2], jnp.float32))
     rng = np.random.default_rng(3)
@@ -431,7 +431,7 @@ def test_learns_two_state_bandit_scan_vmap_seeds():
         total_decisions=n, learning_starts=50, train_every=1, buffer_capacity=1000,
         batch_size=32, target_sync_every=50,
     )
-    sel = D.make_selector(cfg)
+    sel = D.make_dqn(cfg)
     hp = cfg.hparams()._replace(lr=jnp.float32(3e-3))
     rng = np.random.default_rng(11)
     obs_a = jnp.asarray(rng.normal(scale=0.5, size=98), jnp.float32)
@@ -479,7 +479,7 @@ def test_learns_two_state_bandit_scan_vmap_seeds():
 # ---------------------------------------------------------------- reference sanity
 def test_reference_gradient_matches_jax_grad():
     cfg = D.DQNConfig()
-    sel = D.make_selector(cfg)
+    sel = D.jit_selector(D.make_dqn(cfg))
     hp = cfg.hparams()
     st = sel.init(jax.random.key(5), hp)
     tgt = sel.init(jax.random.key(6), hp).params
@@ -492,3 +492,22 @@ def test_reference_gradient_matches_jax_grad():
     for k in grads_ref:
         for name in ("kernel", "bias"):
             np.testing.assert_allclose(np.asarray(grads[k][name]), grads_ref[k][name], atol=1e-5, rtol=1e-4)
+
+
+def test_raw_factory_jitted_by_caller_compiles_once():
+    """``make_dqn`` returns raw functions; a caller's ``jax.jit`` traces once per shape."""
+    sel = D.make_dqn(D.DQNConfig())
+    traces = []
+
+    def act(state, key, obs, mask, hp):
+        traces.append(1)
+        return sel.act(state, key, obs, mask, hp)
+
+    act_jit = jax.jit(act)
+    hp = sel.config.hparams()
+    st = jax.jit(sel.init)(jax.random.key(0), hp)
+    mask = jnp.ones((5,), bool)
+    for i in range(3):
+        a = act_jit(st, jax.random.key(i), _obs(i), mask, hp._replace(eps_start=jnp.float32(0.1 * i)))
+        assert 0 <= int(a) < 5
+    assert len(traces) == 1

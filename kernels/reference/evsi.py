@@ -1,4 +1,4 @@
-"""Plain NumPy references of :mod:`cfjax.kernels.evsi` (float64; tests and benchmarks).
+"""Plain NumPy references of :mod:`cfjax.kernels.evsi` and :mod:`cfjax.kernels.acquire` (float64; tests and benchmarks).
 
 Written for clarity, not speed: explicit ``W_Q`` matrices, Cholesky factors recomputed from
 scratch, per-candidate recomputation in the naive greedy. :func:`greedy_rank_one_reference` is the
