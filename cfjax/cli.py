@@ -135,14 +135,14 @@ def _countermem_table(args: argparse.Namespace) -> int:
     progress = _progress_factory(not args.no_progress)
     store_path = out / "store.json"
     if store_path.exists():
-        store = MemoryStore.load(store_path)
+        store = MemoryStore.load(store_path, suite.edits)
         print(f"reusing the frozen store {store_path} ({len(store)} records)")
     else:
-        store = MemoryStore(cfg.store, cfg.retrieval)
+        store = MemoryStore(cfg.store, cfg.retrieval, edits=suite.edits)
     from cfjax.experiments.countermem import suite_world_kwargs
 
     agent = Agent(backbone, suite.world(**suite_world_kwargs(suite, cfg)), cfg, store=store,
-                  schemas=dict(suite.envs()), edits=suite.edits)
+                  envs=dict(suite.envs()), edits=suite.edits)
     if not store.frozen:
         construct(agent, splits.build, seed=args.seed, progress=progress)
         store.save(store_path)
@@ -197,30 +197,52 @@ def _countermem_train_selectors(args: argparse.Namespace) -> int:
     return 0
 
 
-def _antipersist_run(args: argparse.Namespace) -> int:
-    from cfjax.antipersist.protocol import ROWS, APConfig
-    from cfjax.experiments.antipersist import run_all
+AP_QUICK = {"iterations": 3, "tasks_per_iteration": 20, "max_eval_tasks": 40, "seeds": (42,)}
 
-    if args.suite != "sql":
-        raise ValueError(f"unknown suite {args.suite!r} (available: sql)")
-    cfg = APConfig()
+
+def _antipersist_run(args: argparse.Namespace) -> int:
+    import time
+
+    from cfjax.antipersist.protocol import ROWS, APConfig
+    from cfjax.config import load_toml
+    from cfjax.domains import SUITES
+    from cfjax.experiments.antipersist import run_all
+    from cfjax.experiments.countermem import BackboneSpec
+
+    names = list(SUITES) if args.suite == "all" else [args.suite]
+    if any(n not in SUITES for n in names):
+        print(f"cfjax: unknown suite {args.suite!r} (available: {', '.join(SUITES)}, all)", file=sys.stderr)
+        return 2
+    cfg = load_toml(APConfig, args.config) if args.config else APConfig()
     changes: dict = {}
     if args.quick:
-        changes.update(iterations=3, tasks_per_iteration=20, seeds=(42,))
+        changes.update(AP_QUICK)
     if args.seeds is not None:
         changes["seeds"] = tuple(args.seeds)
     if args.iterations is not None:
         changes["iterations"] = args.iterations
     if args.tasks is not None:
         changes["tasks_per_iteration"] = args.tasks
+    if args.max_tasks is not None:
+        changes["max_eval_tasks"] = args.max_tasks
     cfg = dataclasses.replace(cfg, **changes)
     rows = tuple(args.rows) if args.rows else ROWS
+    if args.backbone == "scripted":
+        spec = BackboneSpec("scripted")
+    else:
+        from cfjax.llm.openai_client import OpenAIConfig
+
+        overrides = {k: v for k, v in (("base_url", args.base_url), ("model", args.model)) if v}
+        spec = BackboneSpec("openai", OpenAIConfig.from_env(**overrides))
     workers = args.workers if args.workers is not None else min(2, os.cpu_count() or 1)
-    print(f"cfjax antipersist run: suite=sql backbone=scripted backbone (seeded simulator, not an LLM) "
-          f"rows={len(rows)} seeds={list(cfg.seeds)} K={cfg.iterations}×{cfg.tasks_per_iteration} tasks, "
-          f"{workers} worker(s) → {args.out}", flush=True)
-    run_all(args.out, rows=rows, cfg=cfg, workers=workers, log=lambda s: print(s, flush=True))
-    print(f"wrote {Path(args.out) / 'results.json'} and {Path(args.out) / 'success_by_iteration.png'}")
+    out = Path(args.out)
+    print(f"cfjax antipersist run: suites={names} backbone={spec.label} rows={len(rows)} seeds={list(cfg.seeds)} "
+          f"K={cfg.iterations}×{cfg.tasks_per_iteration} tasks, held-out {cfg.max_eval_tasks or 'all'}, "
+          f"{workers} worker(s){' (quick)' if args.quick else ''} → {out}", flush=True)
+    t0 = time.perf_counter()
+    run_all(out, suites=names, rows=rows, cfg=cfg, workers=workers, backbone=spec, log=lambda s: print(s, flush=True))
+    print(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, {out / 'config.toml'} and "
+          f"{out}/<suite>/results.json, success_by_iteration.png ({time.perf_counter() - t0:.0f}s)")
     return 0
 
 
@@ -277,14 +299,26 @@ def build_parser() -> argparse.ArgumentParser:
     ap = sub.add_parser("antipersist", help="Anti-Persistence: on-demand guidance from trajectories")
     aps = ap.add_subparsers(dest="command", required=True)
     ar = aps.add_parser("run", help="the iteration protocol with every row (held-out success by iteration)")
-    ar.add_argument("--suite", default="sql", help="task suite (default: sql)")
+    ar.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
     ar.add_argument("--out", required=True, help="output directory")
-    ar.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: 42 43 44)")
-    ar.add_argument("--iterations", type=int, default=None, help="iterations K (default 10)")
-    ar.add_argument("--tasks", type=int, default=None, help="training tasks per iteration (default 50)")
     ar.add_argument("--rows", nargs="+", default=None, help="rows to run (default: all)")
-    ar.add_argument("--workers", type=int, default=None, help="worker processes (default: min(2, CPUs))")
-    ar.add_argument("--quick", action="store_true", help="3 iterations × 20 tasks, seed 42 (smoke run)")
+    ar.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
+                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server; "
+                         "--base-url/--model or CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL)")
+    ar.add_argument("--base-url", default=None, help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
+    ar.add_argument("--model", default=None, help="model name the server expects")
+    ar.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: 42 43 44)")
+    ar.add_argument("--config", default=None, help="an APConfig TOML file (see DIR/config.toml of a run)")
+    ar.add_argument("--iterations", type=int, default=None, help="iterations K (default 10)")
+    ar.add_argument("--tasks", "--tasks-per-iteration", dest="tasks", type=int, default=None,
+                    help="training tasks per iteration (default 50)")
+    ar.add_argument("--max-tasks", type=int, default=None,
+                    help="held-out tasks per iteration, spread over the split (default: all)")
+    ar.add_argument("--workers", type=int, default=None,
+                    help="worker processes over (suite, row, seed) jobs (default: min(2, CPUs))")
+    ar.add_argument("--quick", action="store_true",
+                    help=f"{AP_QUICK['iterations']} iterations × {AP_QUICK['tasks_per_iteration']} tasks, "
+                         f"{AP_QUICK['max_eval_tasks']} held-out tasks, seed 42 (smoke run)")
     ar.set_defaults(func=_antipersist_run)
     return p
 

@@ -16,15 +16,17 @@ every piece of memory a method shows a backbone travels in one field,
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
-    "Task", "AnswerKey", "Outcome", "Attempt", "Usage", "Unit", "EditError", "single_diff",
+    "Task", "AnswerKey", "Splits", "SplitOverlapError", "check_disjoint", "AnswerKeyAccessError", "answer_key_guard", "Outcome", "Attempt", "Usage", "Unit", "EditError", "single_diff",
     "World", "EditModel", "Backbone", "Domain", "SimulatorView",
-    "Guidance", "DraftRequest", "AlternativesRequest", "DistilRequest", "ReviseRequest", "JudgeRequest",
+    "MemoryText", "MEMORY_KINDS", "DraftRequest", "AlternativesRequest", "DistilRequest", "ReviseRequest", "JudgeRequest",
     "InsightRequest", "Completion", "DraftResult", "AlternativesResult", "DistilResult", "ReviseResult",
     "JudgeResult", "InsightResult",
 ]
@@ -34,22 +36,23 @@ __all__ = [
 
 @dataclass(frozen=True, eq=False)
 class Task:
-    """One executable task.
+    """One executable task, as an agent sees it.
+
+    There is no gold action, error family, variant or trap flag here: those
+    live in the task's :class:`AnswerKey`, which only the domain's world and
+    analysis code read (the information boundary, shared/DESIGN.md).
 
     Attributes:
       task_id: unique, stable identifier (``"sql/hr/at_least/003"``).
       question: the natural-language request shown to the executor.
       env_id: the environment (database id for SQL).
-      gold: the reference action; only the evaluator and the scripted
-        backbone (a simulator of an LLM's *errors* around the truth) read it.
       context: environment context shown to the executor (schema text).
-      attrs: observable attributes for applicability conditions
-        (``question`` is always included); values are str, int, float, bool or
-        tuples of str.
-      family: error family of the template (analysis only; never shown).
-      variant: ``"base"``, ``"look_alike"`` or ``"new_surface"`` (App. D.4).
-      ordered: whether the question asks for an order (result comparison
-        is order-sensitive only then).
+      attrs: *observable* attributes for applicability conditions, computed by
+        the suite's parser of the question and the environment (a cue
+        lexicon, table names, signatures) — what a real system could compute
+        on a new task. ``question`` is always included; values are str, int,
+        float, bool or tuples of str. The prompts that ask for a condition
+        show this vocabulary.
       domain: the action language — ``"sql"``, ``"python"``, ``"sat"`` or
         ``"smt"``; prompts name it and fence actions with it.
     """
@@ -57,12 +60,8 @@ class Task:
     task_id: str
     question: str
     env_id: str
-    gold: str
     context: str
     attrs: Mapping[str, Any] = field(default_factory=dict)
-    family: str = ""
-    variant: str = "base"
-    ordered: bool = False
     domain: str = "sql"
 
     def __hash__(self) -> int:
@@ -71,6 +70,128 @@ class Task:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Task) and other.task_id == self.task_id
 
+
+#: Modules that may read an :class:`AnswerKey` while the guard is on: the domains (worlds, suites,
+#: their simulator interfaces) and analysis code. Code outside the ``cfjax`` package (tests,
+#: notebooks, user analysis) is analysis too.
+ANSWER_KEY_READERS = ("cfjax.domains.", "cfjax.experiments.", "cfjax.types")
+_GUARD = {"on": False}
+
+
+class AnswerKeyAccessError(RuntimeError):
+    """Agent-side code tried to read an answer key (the information boundary)."""
+
+
+@contextmanager
+def answer_key_guard(on: bool = True) -> Iterator[None]:
+    """While active, reading an :class:`AnswerKey` field from any ``cfjax`` module outside
+    :data:`ANSWER_KEY_READERS` raises :class:`AnswerKeyAccessError`. The boundary test runs whole
+    experiment units under it; it costs one frame lookup per field read, so it is off by default."""
+    old = _GUARD["on"]
+    _GUARD["on"] = on
+    try:
+        yield
+    finally:
+        _GUARD["on"] = old
+
+
+def _check_reader(field_name: str) -> None:
+    mod = sys._getframe(3).f_globals.get("__name__", "")
+    if (mod == "cfjax" or mod.startswith("cfjax.")) and not mod.startswith(ANSWER_KEY_READERS):
+        raise AnswerKeyAccessError(f"{mod} read AnswerKey.{field_name}: only worlds and analysis may read answer keys")
+
+
+class AnswerKey:
+    """What grades a task and what analysis groups it by — never shown to an agent.
+
+    Attributes:
+      task_id: the task it belongs to.
+      gold: the reference action.
+      family: error family of the task's template (analysis, splits).
+      variant: ``"base"``, ``"look_alike"`` or ``"new_surface"`` (App. D.4).
+      ordered: whether results are compared order-sensitively (SQL).
+      extra: anything else a world needs (verifier rules, trap flags).
+    """
+
+    __slots__ = ("_task_id", "_gold", "_family", "_variant", "_ordered", "_extra")
+
+    def __init__(self, task_id: str, gold: str, family: str = "", variant: str = "base", ordered: bool = False,
+                 extra: Mapping[str, Any] | None = None) -> None:
+        if variant not in ("base", "look_alike", "new_surface"):
+            raise ValueError(f"AnswerKey.variant must be base|look_alike|new_surface, got {variant!r}")
+        object.__setattr__(self, "_task_id", task_id)
+        object.__setattr__(self, "_gold", gold)
+        object.__setattr__(self, "_family", family)
+        object.__setattr__(self, "_variant", variant)
+        object.__setattr__(self, "_ordered", bool(ordered))
+        object.__setattr__(self, "_extra", dict(extra or {}))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("AnswerKey is immutable")
+
+    def _get(self, name: str) -> Any:
+        if _GUARD["on"]:
+            _check_reader(name)
+        return object.__getattribute__(self, "_" + name)
+
+    task_id = property(lambda self: object.__getattribute__(self, "_task_id"))
+    gold = property(lambda self: self._get("gold"))
+    family = property(lambda self: self._get("family"))
+    variant = property(lambda self: self._get("variant"))
+    ordered = property(lambda self: self._get("ordered"))
+    extra = property(lambda self: self._get("extra"))
+
+    def __repr__(self) -> str:
+        return f"AnswerKey({self.task_id!r}, <hidden>)"
+
+    def __reduce__(self):
+        g = object.__getattribute__
+        return (AnswerKey, (g(self, "_task_id"), g(self, "_gold"), g(self, "_family"), g(self, "_variant"),
+                            g(self, "_ordered"), g(self, "_extra")))
+
+
+class SplitOverlapError(ValueError):
+    """Raised when the held-out protocol (Eq. 14) would be violated."""
+
+
+def check_disjoint(build: Iterable[Task], train: Iterable[Task], eval_: Iterable[Task]) -> None:
+    """Enforce ``(T_build ∪ T_train) ∩ T_eval = ∅`` (papers/countermem.md Eq. 14).
+
+    Build and train may share ids; both must exclude every evaluation id.
+
+    Raises:
+      SplitOverlapError: naming every overlapping task id.
+    """
+    seen = {t.task_id for t in build} | {t.task_id for t in train}
+    overlap = sorted(seen & {t.task_id for t in eval_})
+    if overlap:
+        shown = ", ".join(overlap[:20]) + (" …" if len(overlap) > 20 else "")
+        raise SplitOverlapError(
+            f"held-out protocol violated (Eq. 14): {len(overlap)} task id(s) are in "
+            f"T_build ∪ T_train and in T_eval: {shown}"
+        )
+
+
+@dataclass(frozen=True)
+class Splits:
+    """build / train / validation / eval splits; construction refuses overlap.
+
+    ``val`` is the selector-validation subset drawn from T_train (App. C.2);
+    it is part of ``train`` for Eq. 14 purposes.
+    """
+
+    build: Sequence[Task]
+    train: Sequence[Task]
+    val: Sequence[Task]
+    eval: Sequence[Task]
+
+    def __post_init__(self) -> None:
+        check_disjoint(self.build, list(self.train) + list(self.val), self.eval)
+        for name in ("build", "train", "val", "eval"):
+            ids = [t.task_id for t in getattr(self, name)]
+            if len(ids) != len(set(ids)):
+                dup = sorted({i for i in ids if ids.count(i) > 1})
+                raise ValueError(f"split {name!r} lists task ids more than once: {dup[:20]}")
 
 
 # --------------------------------------------------------------------------- outcomes and attempts
@@ -126,6 +247,33 @@ class Attempt:
     score: float
 
 
+#: kinds of :class:`MemoryText`
+MEMORY_KINDS = ("record", "lesson", "guidance", "trajectories")
+
+
+@dataclass(frozen=True)
+class MemoryText:
+    """Memory shown to a backbone: the one typed field (``DraftRequest.memory``,
+    ``ReviseRequest.memory``) through which every method's records, lessons and
+    guidance reach any backbone. The prompt templates render ``text`` under a
+    header chosen by ``kind``; machine-readable lines inside it (``EDIT:``, ``RULE``)
+    follow the grammars of :mod:`cfjax.llm.prompts`.
+
+    Attributes:
+      kind: ``"record"`` (a CounterMem record), ``"lesson"`` (ExpeL),
+        ``"guidance"`` (synthesized Anti-Persistence guidance) or
+        ``"trajectories"`` (factual past records, Anti-Persistence mode none).
+      text: the rendered memory.
+    """
+
+    kind: str
+    text: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in MEMORY_KINDS:
+            raise ValueError(f"MemoryText.kind must be one of {MEMORY_KINDS}, got {self.kind!r}")
+
+
 @dataclass(frozen=True)
 class DraftRequest:
     """DRAFT_ACTION: the memory-free draft â_t (Module III).
@@ -138,6 +286,7 @@ class DraftRequest:
     history: Sequence[Attempt] = ()
     episode: int = 0
     sample: int = 0
+    memory: "MemoryText | None" = None  # guidance shown before drafting (Anti-Persistence)
 
 
 @dataclass(frozen=True)
@@ -169,12 +318,12 @@ class DistilRequest:
 
 @dataclass(frozen=True)
 class ReviseRequest:
-    """REVISE_WITH_RECORD (Module III): exactly one rendered record."""
+    """REVISE_WITH_RECORD (Module III): the draft and one piece of memory (a record, a lesson)."""
 
     task: Task
     history: Sequence[Attempt]
     draft: str
-    record_text: str
+    memory: "MemoryText"
     episode: int = 0
     sample: int = 0
 
@@ -192,6 +341,7 @@ class DraftResult:
     action: str
     usage: Usage
     raw: str = ""
+    applied: tuple[str, ...] = ()  # ids of guidance rules the reply says it followed (``APPLIED:`` line)
 
 
 @dataclass(frozen=True)

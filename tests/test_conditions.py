@@ -31,7 +31,7 @@ from cfjax.countermem.conditions import (
     Universal,
     parse_condition,
 )
-from cfjax.domains.base import Task
+from cfjax.types import Task
 
 AT_LEAST = 'question contains "at least" and column_type = "numeric"'
 
@@ -56,7 +56,6 @@ def test_at_least_example_and_look_alike() -> None:
         task_id="sql/hr/at_least/001",
         question="List employees who are at least 30 years old.",
         env_id="hr",
-        gold="SELECT name FROM employees WHERE age >= 30",
         context="",
         attrs={"question": "List employees who are at least 30 years old.", "column_type": "numeric"},
     )

@@ -29,12 +29,14 @@ from cfjax.countermem.store import MemoryStore
 from cfjax.infra.ledger import Ledger
 from cfjax.llm import prompts
 from cfjax.llm.base import Attempt, Completion, InsightRequest, JudgeRequest, Usage
-from cfjax.domains.sql.script import ScriptedSQLBackbone
-from cfjax.llm.scripted import ScriptedConfig
-from cfjax.domains.base import Task
+from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
+from cfjax.types import Task
 from cfjax.domains.sql.edits import SQLEdits
 from cfjax.infra.cache import CachedWorld
 from cfjax.types import Outcome
+from cfjax.domains.sql.edits import SQLEdits
+
+SQL_EDITS = SQLEdits()
 from tests.llm_server import FakeLLMServer
 
 SMALL = CounterMemConfig()
@@ -43,8 +45,8 @@ SMALL = dataclasses.replace(SMALL, seeds=(0,), dqn=dataclasses.replace(SMALL.dqn
                             experiment=dataclasses.replace(SMALL.experiment, accumulation_checkpoints=(0, 4, 8)))
 
 
-def _task(tid: str, variant: str = "base", env: str = "hr") -> Task:
-    return Task(tid, f"q {tid}", env, "SELECT 1", "", {"question": f"q {tid}"}, "f", variant)
+def _task(tid: str, variant: str = "base", env: str = "hr") -> Task:  # variant: only the conditions map says it
+    return Task(tid, f"q {tid}", env, "", {"question": f"q {tid}"})
 
 
 def _dec(tid: str, *, slot: int = 0, n_retrieved: int = 0, changed: bool = False, solved: bool = False,
@@ -113,7 +115,7 @@ class _CountingWorld:
         return self.world.evaluate(task, action)
 
 
-class _BadJudge(ScriptedSQLBackbone):
+class _BadJudge(ScriptedBackbone):
     def _complete(self, kind, prompt, req):
         if kind == prompts.BEST_OF_N_JUDGE:
             return Completion("I like the third one best", Usage(1, 1))
@@ -121,12 +123,13 @@ class _BadJudge(ScriptedSQLBackbone):
 
 
 def test_best_of_n_judge_parse_failure_falls_back_to_candidate_1_and_is_logged(suite):
-    bb = _BadJudge(suite.specs, ScriptedConfig(seed=3, p_error=1.0))
+    bb = _BadJudge(suite.scripted_domain(), ScriptedConfig(seed=3, p_error=1.0))
     world = _CountingWorld(suite.world())
-    task = next(t for t in suite.tasks if t.family == "lower_bound" and t.variant == "base")
+    task = next(t for t in suite.tasks if suite.keys[t.task_id].family == "lower_bound"
+                and suite.keys[t.task_id].variant == "base")
     log = B.JudgeLog()
-    ep = B.best_of_n_episode(task, backbone=bb, world=world, config=SMALL, n=5, ledger=Ledger("b"), episode=7,
-                             judge_log=log)
+    ep = B.best_of_n_episode(task, backbone=bb, world=world, config=SMALL, n=5, edits=suite.edits,
+                             ledger=Ledger("b"), episode=7, judge_log=log)
     assert log.parse_failures == log.calls == len(ep.decisions) and log.failed_replies
     # the verifier never chooses: exactly one evaluation per attempt, of candidate 1
     assert len(world.calls) == len(ep.decisions)
@@ -137,7 +140,7 @@ def test_best_of_n_judge_parse_failure_falls_back_to_candidate_1_and_is_logged(s
 
 
 def test_scripted_judge_prefers_the_most_common_candidate(suite):
-    bb = ScriptedSQLBackbone(suite.specs, ScriptedConfig(p_judge_random=0.0))
+    bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(p_judge_random=0.0))
     t = suite.tasks[0]
     r = bb.judge_candidates(JudgeRequest(t, (), ("SELECT 1", "SELECT 2", "SELECT 2"), 0))
     assert r.parsed and r.choice == 1
@@ -145,9 +148,10 @@ def test_scripted_judge_prefers_the_most_common_candidate(suite):
 
 
 def test_expel_lessons_come_from_trajectories_and_are_unchecked(suite):
-    bb = ScriptedSQLBackbone(suite.specs, ScriptedConfig(seed=1))
-    t = next(t for t in suite.tasks if t.family == "lower_bound" and t.variant == "base")
-    gold = SQLEdits().normalize(t.gold)
+    bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=1))
+    t = next(t for t in suite.tasks if suite.keys[t.task_id].family == "lower_bound"
+                and suite.keys[t.task_id].variant == "base")
+    gold = SQLEdits().normalize(suite.keys[t.task_id].gold)
     wrong = gold.replace(">=", ">")
     fixed = bb.extract_insight(InsightRequest(t, (Attempt(wrong, "wrong", 0.5), Attempt(gold, "ok", 1.0)), True, 0))
     assert "EDIT:" in fixed.lesson and ">=" in fixed.lesson
@@ -161,9 +165,10 @@ def test_expel_lessons_come_from_trajectories_and_are_unchecked(suite):
 
 
 def test_wm_without_cf_checks_alternatives_within_the_task_and_counts_them(suite):
-    bb = ScriptedSQLBackbone(suite.specs, ScriptedConfig(seed=0, p_error=1.0, retry_factor=1.0, p_noise=0.0))
+    bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=0, p_error=1.0, retry_factor=1.0, p_noise=0.0))
     world = _CountingWorld(suite.world())
-    task = next(t for t in suite.tasks if t.family == "lower_bound" and t.variant == "base")
+    task = next(t for t in suite.tasks if suite.keys[t.task_id].family == "lower_bound"
+                and suite.keys[t.task_id].variant == "base")
     led = Ledger("wm")
     ep = B.wm_without_cf_episode(task, backbone=bb, world=world, config=SMALL, edits=SQLEdits(),
                                  env=suite.specs[task.env_id], ledger=led, episode=0)
@@ -176,14 +181,15 @@ def test_cf_without_wm_stores_unchecked_advice_without_evaluator_calls(suite):
     from cfjax.countermem.generator import expand_failure
 
     cfg = dataclasses.replace(SMALL.generator, verify=False)
-    bb = ScriptedSQLBackbone(suite.specs, ScriptedConfig(seed=0, p_error=1.0, p_noise=0.0, p_propose_fix=1.0))
+    bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=0, p_error=1.0, p_noise=0.0, p_propose_fix=1.0))
     world = _CountingWorld(suite.world())
-    task = next(t for t in suite.tasks if t.family == "lower_bound" and t.variant == "base")
+    task = next(t for t in suite.tasks if suite.keys[t.task_id].family == "lower_bound"
+                and suite.keys[t.task_id].variant == "base")
     from cfjax.llm.base import DraftRequest
 
     draft = bb.draft_action(DraftRequest(task)).action
     out = suite.world().evaluate(task, draft)
-    store = MemoryStore(SMALL.store, SMALL.retrieval)
+    store = MemoryStore(SMALL.store, SMALL.retrieval, edits=SQL_EDITS)
     import random
 
     exp = expand_failure(task, (), draft, out, backbone=bb, world=world, store=store, config=cfg,
@@ -204,9 +210,9 @@ def _small_store(suite):
     from cfjax.countermem.pipeline import construct
 
     sp = quick_splits(suite.splits(seed=1), 30)
-    store = MemoryStore(SMALL.store, SMALL.retrieval)
-    bb = ScriptedSQLBackbone(suite.specs, ScriptedConfig(seed=0))
-    construct(Agent(bb, CachedWorld(suite.world()), SMALL, store=store, schemas=suite.specs), sp.build, seed=0)
+    store = MemoryStore(SMALL.store, SMALL.retrieval, edits=SQL_EDITS)
+    bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=0))
+    construct(Agent(bb, CachedWorld(suite.world()), SMALL, store=store, envs=suite.specs, edits=suite.edits), sp.build, seed=0)
     return store, sp
 
 
@@ -231,7 +237,7 @@ def test_random_and_shuffled_retrieval(suite):
 
 def test_unit_all_rows_then_report(suite, tmp_path):
     sp = quick_splits(suite.splits(seed=SMALL.split_seed, n_val=SMALL.n_val), 12)
-    bb = ScriptedSQLBackbone(suite.specs, ScriptedConfig(seed=0))
+    bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=0))
     res = run_unit(suite, 0, SMALL, backbone=bb, rows=["all"], splits=sp, out_dir=tmp_path / "u")
     assert set(res["rows"]) == set(ROWS) - {"retention", "accumulation"}
     for name, m in res["rows"].items():
@@ -301,7 +307,7 @@ def _canned(suite):
             return "no idea" if state["judge"] % 3 == 0 else "CHOICE: 2"
         if "Extract one transferable lesson" in prompt:
             return "LESSON: inclusive bounds need >=\nEDIT: a > 1 -> a >= 1"
-        gold = t.gold if t is not None else "SELECT 1"
+        gold = suite.keys[t.task_id].gold if t is not None else "SELECT 1"
         return f"ACTION:\n```sql\n{gold.replace(' >= ', ' > ')}\n```"
 
     return reply

@@ -13,16 +13,18 @@ from cfjax.countermem.generator import expand_failure, propose_alternatives
 from cfjax.countermem.store import MemoryStore
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import AlternativesRequest, DraftRequest
-from cfjax.domains.sql.script import ScriptedSQLBackbone
-from cfjax.llm.scripted import ScriptedConfig
-from cfjax.domains.base import Task
+from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
+from cfjax.types import Task
 from cfjax.domains.sql import edits as se
 from cfjax.types import Outcome
+from cfjax.domains.sql.edits import SQLEdits
+
+SQL_EDITS = SQLEdits()
 
 
 @pytest.fixture(scope="module")
-def backbone(suite) -> ScriptedSQLBackbone:
-    return ScriptedSQLBackbone(suite.specs, ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
+def backbone(suite) -> ScriptedBackbone:
+    return ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,7 @@ def test_propose_alternatives_contract(suite, backbone, failures, k):
     n_full = 0
     for t, d, o in failures:
         ledger = Ledger("construct")
-        alts = propose_alternatives(t, (), d, o, backbone=backbone, config=cfg, schema=suite.specs[t.env_id],
+        alts = propose_alternatives(t, (), d, o, backbone=backbone, edits=SQL_EDITS, config=cfg, schema=suite.specs[t.env_id],
                                     rng=random.Random(0), ledger=ledger)
         assert len(alts) <= k
         actions = [a.action for a in alts]
@@ -107,7 +109,7 @@ def test_propose_alternatives_rules_only(suite, backbone, failures):
     cfg = GeneratorConfig(use_backbone=False)
     for t, d, o in failures[:30]:
         ledger = Ledger("construct")
-        alts = propose_alternatives(t, (), d, o, backbone=backbone, config=cfg, schema=suite.specs[t.env_id],
+        alts = propose_alternatives(t, (), d, o, backbone=backbone, edits=SQL_EDITS, config=cfg, schema=suite.specs[t.env_id],
                                     rng=random.Random(1), ledger=ledger)
         assert all(a.source == "rule" for a in alts)
         assert ledger.total.llm_calls == 0 and ledger.total.tokens == 0
@@ -117,7 +119,7 @@ def test_propose_alternatives_seeded_shuffle(suite, backbone, failures):
     cfg = GeneratorConfig(use_backbone=False, k_alternatives=2)
     t, d, o = next(f for f in failures if len(se.rule_edits(f[1], suite.specs[f[0].env_id])) > 3)
     run = lambda seed: [a.action for a in propose_alternatives(  # noqa: E731
-        t, (), d, o, backbone=backbone, config=cfg, schema=suite.specs[t.env_id], rng=random.Random(seed),
+        t, (), d, o, backbone=backbone, edits=SQL_EDITS, config=cfg, schema=suite.specs[t.env_id], rng=random.Random(seed),
         ledger=Ledger("c"))]
     assert run(5) == run(5)
     assert len({tuple(run(s)) for s in range(10)}) > 1
@@ -127,7 +129,7 @@ def test_propose_alternatives_unparsable_action(suite, backbone, world):
     t = suite.tasks[0]
     o = world.evaluate(t, "SELEC (")
     ledger = Ledger("c")
-    assert propose_alternatives(t, (), "SELEC (", o, backbone=backbone, config=GeneratorConfig(),
+    assert propose_alternatives(t, (), "SELEC (", o, backbone=backbone, edits=SQL_EDITS, config=GeneratorConfig(),
                                 schema=suite.specs[t.env_id], rng=random.Random(0), ledger=ledger) == []
     assert ledger.total.llm_calls == 0
 
@@ -137,14 +139,14 @@ def test_propose_alternatives_unparsable_action(suite, backbone, world):
 
 @pytest.mark.parametrize("budget0", [0, 1, 2, 3, 12])
 def test_expand_failure_respects_verification_budget(suite, world, backbone, failures, budget0):
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     cw = CountingWorld(world)
     total_checked = 0
     budget = [budget0]
     for t, d, o in failures[:25]:
         ledger = Ledger("construct")
         before = budget[0]
-        ex = expand_failure(t, (), d, o, backbone=backbone, world=cw, store=store, config=GeneratorConfig(),
+        ex = expand_failure(t, (), d, o, backbone=backbone, edits=SQL_EDITS, world=cw, store=store, config=GeneratorConfig(),
                             schema=suite.specs[t.env_id], rng=random.Random(0), ledger=ledger, budget=budget)
         assert ex.checked == min(before, ex.proposed)
         assert budget[0] == before - ex.checked >= 0
@@ -156,12 +158,12 @@ def test_expand_failure_respects_verification_budget(suite, world, backbone, fai
 
 
 def test_expand_failure_admits_only_verified_gains(suite, world, backbone, failures):
-    store = MemoryStore(StoreConfig(capacity=1000))
+    store = MemoryStore(StoreConfig(capacity=1000), edits=SQL_EDITS)
     cw = CountingWorld(world)
     n_adm = 0
     for t, d, o in failures:
         start = len(cw.calls)
-        ex = expand_failure(t, (), d, o, backbone=backbone, world=cw, store=store, config=GeneratorConfig(),
+        ex = expand_failure(t, (), d, o, backbone=backbone, edits=SQL_EDITS, world=cw, store=store, config=GeneratorConfig(),
                             schema=suite.specs[t.env_id], rng=random.Random(0), ledger=Ledger("c"), budget=[12])
         checks = cw.calls[start:]
         assert len(checks) == ex.checked
@@ -183,7 +185,7 @@ def test_expand_failure_gate_on_scripted_outcomes(suite, backbone, failures):
     o = Outcome(0.0, False, True, "mismatch")
     cfg = GeneratorConfig(k_alternatives=4, use_backbone=False)
     for t, d, _ in failures:
-        alts = propose_alternatives(t, (), d, o, backbone=backbone, config=cfg, schema=suite.specs[t.env_id],
+        alts = propose_alternatives(t, (), d, o, backbone=backbone, edits=SQL_EDITS, config=cfg, schema=suite.specs[t.env_id],
                                     rng=random.Random(0), ledger=Ledger("c"))
         if len(alts) == 4:
             break
@@ -194,8 +196,8 @@ def test_expand_failure_gate_on_scripted_outcomes(suite, backbone, failures):
         Outcome(0.06, False, True, "just above"),
         Outcome(1.0, True, True, "solved"),
     ])
-    store = MemoryStore(StoreConfig(lambda_r=0.0, lambda_i=0.0, tau_adm=0.0))
-    ex = expand_failure(t, (), d, o, backbone=backbone, world=fw, store=store, config=cfg,
+    store = MemoryStore(StoreConfig(lambda_r=0.0, lambda_i=0.0, tau_adm=0.0), edits=SQL_EDITS)
+    ex = expand_failure(t, (), d, o, backbone=backbone, edits=SQL_EDITS, world=fw, store=store, config=cfg,
                         schema=suite.specs[t.env_id], rng=random.Random(0), ledger=Ledger("c"), budget=[10])
     assert fw.calls == [a.action for a in alts]  # every alternative checked once, from the same state
     assert ex.checked == 4 and ex.eligible == 2

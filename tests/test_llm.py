@@ -21,7 +21,7 @@ from cfjax.llm.base import (
     Usage,
 )
 from cfjax.llm.openai_client import LLMError, OpenAIBackbone, OpenAIConfig
-from cfjax.domains.base import Task
+from cfjax.types import MemoryText, Task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llm_server import FakeLLMServer, server_usage  # noqa: E402
@@ -34,10 +34,8 @@ def make_task(i: int = 0, context: str = "CREATE TABLE emp(id INTEGER, dept TEXT
         task_id=f"sql/hr/at_least/{i:03d}",
         question=f"List departments with at least {i + 2} employees.",
         env_id="hr",
-        gold="SELECT dept FROM emp GROUP BY dept HAVING COUNT(*) >= 2",
         context=context,
         attrs={"question": "q", "db": "hr"},
-        family="at_least",
     )
 
 
@@ -97,7 +95,7 @@ def test_render_distil_and_revise_truncate():
     assert "HAVING COUNT(*) > 2 -> HAVING COUNT(*) >= 2" in d and "CONDITION:" in d
     for ch, field in (("O", "action"), ("I", "action"), ("E", "feedback")):
         assert ch * (prompts.LIMITS[field] + 1) not in d and ch * (prompts.LIMITS[field] - 20) in d
-    r = prompts.render_revise(ReviseRequest(make_task(), (), "D" * 9000, "R" * 9000))
+    r = prompts.render_revise(ReviseRequest(make_task(), (), "D" * 9000, MemoryText("record", "R" * 9000)))
     assert "D" * (prompts.LIMITS["action"] + 1) not in r
     assert "R" * (prompts.LIMITS["record"] + 1) not in r and "R" * (prompts.LIMITS["record"] - 20) in r
 
@@ -242,7 +240,7 @@ def all_requests(task: Task):
         DraftRequest(task, hist),
         AlternativesRequest(task, hist, hist[0].action, hist[0].feedback, UNITS, k=4),
         DistilRequest(task, hist[0].action, REVISE_REPLY, UNITS[3], "HAVING COUNT(*) >= 2", "3 rows, matches"),
-        ReviseRequest(task, hist, hist[0].action, _record("a", "b", 'question contains "at least"')),
+        ReviseRequest(task, hist, hist[0].action, MemoryText("record", _record("a", "b", 'question contains "at least"'))),
     )
 
 
@@ -341,7 +339,7 @@ def test_client_malformed_reply_raises(reply, pattern):
     with FakeLLMServer(lambda prompt: reply) as srv:
         bb = OpenAIBackbone(fast_config(srv))
         with pytest.raises(LLMError, match=pattern):
-            bb.revise_with_record(ReviseRequest(make_task(), (), "SELECT 1", "record"))
+            bb.revise_with_record(ReviseRequest(make_task(), (), "SELECT 1", MemoryText("record", "record")))
         assert len(srv.requests) == 1
 
 

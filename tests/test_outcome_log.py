@@ -152,6 +152,32 @@ def test_reward_clipping_and_truncation() -> None:
     assert e.instruction == "\u00e9" * 500  # characters, not bytes
 
 
+def test_one_reward_definition_the_kernel_restates_it() -> None:
+    """The host-side reward is the one the log stores; the bandit kernel's in-kernel restatement
+    (jnp) and its NumPy twin agree with it, and the default λ is the same everywhere."""
+    from cfjax.kernels import bandit as bk
+    from cfjax.kernels.reference import bandit_reward_reference
+
+    assert ol.DEFAULT_LAMBDA == bk.BanditConfig().lam
+    for y in (0, 1):
+        for kappa in (0, 1, 2, 30):
+            for lam in (0.0, 0.05, 0.5):
+                r = cost_adjusted_reward(y, kappa, lam)
+                assert float(bk.bandit_reward(float(y), float(kappa), lam)) == pytest.approx(r, abs=1e-6)
+                assert float(bandit_reward_reference(y, kappa, lam)) == pytest.approx(r, abs=1e-12)
+
+
+def test_the_protocol_logs_the_observable_task_type(tmp_path: Path) -> None:
+    """task_type holds Task.domain (observable), never an answer-key family; the column format is unchanged."""
+    from cfjax.types import Task
+
+    task = Task("sql/hr/x/0", "q", "hr", "schema", {"question": "q"}, "sql")
+    log = OutcomeLog(tmp_path / "l.jsonl")
+    assert log.record(task.task_id, task.domain, task.question, [1.0, 0.0], "none", True, 0, update_index=1) == "logged"
+    line = json.loads((tmp_path / "l.jsonl").read_text())
+    assert list(line) == list(FIELDS) and line["task_type"] == "sql"
+
+
 # --------------------------------------------------------------------------- #
 # update protocol                                                              #
 # --------------------------------------------------------------------------- #

@@ -15,9 +15,11 @@ from cfjax.countermem.agent import Agent, skip_policy
 from cfjax.countermem.pipeline import construct, episode_return, evaluate, train_selector
 from cfjax.countermem.store import FrozenStoreError, MemoryStore
 from cfjax.kernels import dqn
-from cfjax.domains.sql.script import ScriptedSQLBackbone
-from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedConfig
-from cfjax.domains.base import Splits
+from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedBackbone, ScriptedConfig
+from cfjax.types import Splits
+from cfjax.domains.sql.edits import SQLEdits
+
+SQL_EDITS = SQLEdits()
 
 
 
@@ -37,9 +39,9 @@ def cfg():
 @pytest.fixture(scope="module")
 def built(suite, small, cfg):
     world = suite.world()
-    store = MemoryStore(cfg.store, cfg.retrieval)
-    agent = Agent(ScriptedSQLBackbone(suite.specs, ScriptedConfig(seed=0)), world, cfg, store=store,
-                  schemas=suite.specs)
+    store = MemoryStore(cfg.store, cfg.retrieval, edits=SQL_EDITS)
+    agent = Agent(ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=0)), world, cfg, store=store,
+                  envs=suite.specs, edits=suite.edits)
     ledger = construct(agent, small.build, seed=0)
     return agent, ledger
 
@@ -62,7 +64,7 @@ def test_evaluation_leaves_the_store_untouched_and_is_paired(built, small, cfg):
     agent, _ = built
     before = json.dumps(agent.store.to_payload(), sort_keys=True)
     row_none, eps_none, _ = evaluate(agent, small.eval, skip_policy, memory=False, method="none")
-    sel = dqn.make_selector(cfg.dqn)
+    sel = dqn.jit_selector(dqn.make_dqn(cfg.dqn))
     params = sel.init(__import__("jax").random.PRNGKey(0), cfg.dqn.hparams()).params
 
     def greedy(z, m):
@@ -119,11 +121,11 @@ def test_cli_main_job_writes_results(tmp_path, capsys):
                 "harmful_use"} <= set(m)
         assert 0.0 <= m["success"] <= 100.0
     assert res["summary"]["table"]["none"]["sql"]["coverage"] is None
-    store = MemoryStore.load(out / "sql" / "seed_0" / "store.json")
+    store = MemoryStore.load(out / "sql" / "seed_0" / "store.json", SQL_EDITS)
     assert store.frozen
     params, meta = load_params(out / "sql" / "seed_0" / "selector")
     assert meta["seed"] == 0 and meta["suite"] == "sql"
-    q = dqn.make_selector(dqn.DQNConfig()).q_values(params, np.zeros((98,), np.float32))
+    q = dqn.jit_selector(dqn.make_dqn(dqn.DQNConfig())).q_values(params, np.zeros((98,), np.float32))
     assert q.shape == (5,)
     cfg = load_toml(CounterMemConfig, out / "config.toml")
     assert cfg.dqn.total_decisions == 100 and cfg.seeds == (0,)

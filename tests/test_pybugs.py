@@ -17,7 +17,7 @@ from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.domains.base import TRANSFER_CONDITIONS, transfer_condition
 from cfjax.domains.python import FAMILIES, LEXICON, SEMANTIC_KEYS, PyBugsSuite, PyScript, observe_attrs
 from cfjax.domains.python.script import ERRORS
-from cfjax.types import EditError, Unit
+from cfjax.types import EditError, MemoryText, Unit
 from cfjax.domains.python.edits import KEYWORDS, OPERATORS, PythonEdits, normalize, signature
 
 VARIANTS = ("base", "look_alike", "new_surface")
@@ -34,9 +34,33 @@ def world(suite):
     return suite.world()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _keys(suite):
+    """Answer keys for the analysis helpers below (tests are analysis code and may read keys)."""
+    KEYS.clear()
+    KEYS.update(suite.keys)
+    yield
+    KEYS.clear()
+
+
+KEYS: dict = {}
+
+
+def gold(t) -> str:
+    return KEYS[t.task_id].gold
+
+
+def fam(t) -> str:
+    return KEYS[t.task_id].family
+
+
+def var(t) -> str:
+    return KEYS[t.task_id].variant
+
+
 def _slip(t):
-    main, look, _ = ERRORS[t.family]
-    return ED.apply(ED.normalize(t.gold), look if t.variant == "look_alike" else main)
+    main, look, _ = ERRORS[fam(t)]
+    return ED.apply(ED.normalize(gold(t)), look if var(t) == "look_alike" else main)
 
 
 def _evaluate_all(world, pairs):
@@ -46,7 +70,7 @@ def _evaluate_all(world, pairs):
 
 @pytest.fixture(scope="module")
 def gold_outcomes(suite, world):
-    return dict(zip((t.task_id for t in suite.tasks), _evaluate_all(world, [(t, t.gold) for t in suite.tasks])))
+    return dict(zip((t.task_id for t in suite.tasks), _evaluate_all(world, [(t, gold(t)) for t in suite.tasks])))
 
 
 @pytest.fixture(scope="module")
@@ -170,22 +194,26 @@ def test_signature_and_transfer():
 def test_sizes_and_coverage(suite):
     envs = {t.env_id for t in suite.tasks}
     assert len(FAMILIES) >= 8 and len(envs) >= 4 and 150 <= len(suite.tasks) <= 250
-    groups = Counter((t.family, t.variant) for t in suite.tasks)
-    for fam in FAMILIES:
+    groups = Counter((fam(t), var(t)) for t in suite.tasks)
+    for f in FAMILIES:
         for v in VARIANTS:
-            assert groups[(fam, v)] > 0, (fam, v)
+            assert groups[(f, v)] > 0, (f, v)
     for env in envs:
-        assert {t.family for t in suite.tasks if t.env_id == env} == set(FAMILIES)
+        assert {fam(t) for t in suite.tasks if t.env_id == env} == set(FAMILIES)
     assert set(suite.envs()) == envs and all(v is None for v in suite.envs().values())
 
 
 def test_task_ids_and_fields(suite):
     ids = [t.task_id for t in suite.tasks]
     assert len(ids) == len(set(ids))
+    assert set(suite.keys) == set(ids)
     for t in suite.tasks:
-        assert re.fullmatch(rf"pybugs/{t.env_id}/{t.family}/\d{{3}}", t.task_id), t.task_id
-        assert t.domain == "python" and not t.ordered and t.variant in VARIANTS
-        assert t.gold == normalize(t.gold)
+        k = suite.answer_key(t.task_id)
+        assert k.task_id == t.task_id
+        assert re.fullmatch(rf"pybugs/{t.env_id}/{k.family}/\d{{3}}", t.task_id), t.task_id
+        assert t.domain == "python" and not k.ordered and k.variant in VARIANTS
+        assert k.gold == normalize(k.gold)
+        assert not any(hasattr(t, a) for a in ("gold", "family", "variant", "ordered"))  # the key holds them
         assert t.attrs["function"] in t.context and t.attrs["function"] in t.question
         assert suite.test_file(t).is_file()
         assert suite.task(t.task_id) is t
@@ -204,7 +232,7 @@ def test_build_is_idempotent_and_open_reads(suite, tmp_path):
     before = {p: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns) for p in files}
     again = PyBugsSuite.build(suite.root)
     assert [t.task_id for t in again.tasks] == [t.task_id for t in suite.tasks]
-    assert [t.gold for t in again.tasks] == [t.gold for t in suite.tasks]
+    assert [again.keys[t.task_id].gold for t in again.tasks] == [gold(t) for t in suite.tasks]
     assert {p: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns) for p in files} == before
     opened = PyBugsSuite.open(suite.root)
     assert [t.attrs for t in opened.tasks] == [t.attrs for t in suite.tasks]
@@ -223,11 +251,11 @@ def test_every_gold_scores_one(suite, gold_outcomes):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slip_is_one_unit_and_earns_partial_credit(suite, slip_outcomes, family):
     for t in suite.tasks:
-        if t.family != family:
+        if fam(t) != family:
             continue
         slipped = _slip(t)
         assert slipped is not None, t.task_id
-        assert ED.diff_units(slipped, ED.normalize(t.gold)) is not None, t.task_id
+        assert ED.diff_units(slipped, ED.normalize(gold(t))) is not None, t.task_id
         o = slip_outcomes[t.task_id]
         assert o.completed and 0.0 < o.score < 1.0, (t.task_id, o)
 
@@ -238,9 +266,9 @@ def test_rule_edits_restore_the_gold(suite, world):
     for t in suite.tasks:
         slipped = _slip(t)
         fixes = {ED.replace_unit(slipped, i, x) for i, x in ED.rule_edits(slipped)}
-        if ED.normalize(t.gold) in fixes:
+        if ED.normalize(gold(t)) in fixes:
             restored += 1
-            checked.setdefault(t.family, (t, ED.normalize(t.gold)))
+            checked.setdefault(fam(t), (t, ED.normalize(gold(t))))
     assert restored >= 0.9 * len(suite.tasks)
     for t, fixed in checked.values():  # the fix really scores 1 through the world model
         assert world.evaluate(t, fixed).solved
@@ -249,19 +277,19 @@ def test_rule_edits_restore_the_gold(suite, world):
 def test_transfer_of_a_fix_across_tasks_and_environments(suite, world):
     by_family = defaultdict(list)
     for t in suite.tasks:
-        if t.variant == "base":
-            by_family[t.family].append(t)
-    for fam, tasks in by_family.items():
+        if var(t) == "base":
+            by_family[fam(t)].append(t)
+    for family, tasks in by_family.items():
         src = tasks[0]
-        _, ub, ua = ED.diff_units(_slip(src), ED.normalize(src.gold))
-        ok = sum(ED.transfer(ub.text, ua.text, _slip(t)) == ED.normalize(t.gold) for t in tasks[1:])
-        assert ok == len(tasks) - 1, fam
+        _, ub, ua = ED.diff_units(_slip(src), ED.normalize(gold(src)))
+        ok = sum(ED.transfer(ub.text, ua.text, _slip(t)) == ED.normalize(gold(t)) for t in tasks[1:])
+        assert ok == len(tasks) - 1, family
         other_env = next(t for t in tasks if t.env_id != src.env_id)
-        assert world.evaluate(other_env, ED.transfer(ub.text, ua.text, _slip(other_env))).solved, fam
+        assert world.evaluate(other_env, ED.transfer(ub.text, ua.text, _slip(other_env))).solved, family
         # the same fix carried onto a look-alike's correct code breaks it (what conditions must prevent)
-        look = next(t for t in suite.tasks if t.family == fam and t.variant == "look_alike")
-        harmed = ED.transfer(ub.text, ua.text, ED.normalize(look.gold))
-        assert harmed is not None and world.evaluate(look, harmed).score < 1.0, fam
+        look = next(t for t in suite.tasks if fam(t) == family and var(t) == "look_alike")
+        harmed = ED.transfer(ub.text, ua.text, ED.normalize(gold(look)))
+        assert harmed is not None and world.evaluate(look, harmed).score < 1.0, family
 
 
 def test_attrs_observable_and_never_the_gold(suite):
@@ -276,18 +304,18 @@ def test_attrs_observable_and_never_the_gold(suite):
                 ("missing_key", True): "zero", ("missing_key", False): "error"}
     all_keys = set(SEMANTIC_KEYS.values())
     for t in suite.tasks:
-        key = SEMANTIC_KEYS[t.family]
-        assert t.attrs[key] == expected[(t.family, t.variant != "look_alike")], (t.task_id, t.attrs)
+        key = SEMANTIC_KEYS[fam(t)]
+        assert t.attrs[key] == expected[(fam(t), var(t) != "look_alike")], (t.task_id, t.attrs)
         assert not (all_keys - {key}) & set(t.attrs), (t.task_id, t.attrs)
         assert t.attrs["cues"] and all(c in LEXICON for c in t.attrs["cues"])
-        if t.family in ("lower_bound", "upper_bound"):
-            assert t.attrs["bound_side"] == t.family.split("_")[0]
+        if fam(t) in ("lower_bound", "upper_bound"):
+            assert t.attrs["bound_side"] == fam(t).split("_")[0]
         assert t.attrs["question"] == t.question and t.attrs["env"] == t.env_id
-        _, gold_unit, slip_unit = ED.diff_units(ED.normalize(t.gold), _slip(t))
+        _, gold_unit, slip_unit = ED.diff_units(ED.normalize(gold(t)), _slip(t))
         for v in t.attrs.values():
             for s in (v if isinstance(v, tuple) else (v,)):
                 if isinstance(s, str):
-                    assert ED.normalize(t.gold) not in s and gold_unit.text not in s and slip_unit.text not in s
+                    assert ED.normalize(gold(t)) not in s and gold_unit.text not in s and slip_unit.text not in s
         for field in (t.question, t.context):
             assert gold_unit.text not in field and slip_unit.text not in field
 
@@ -311,7 +339,7 @@ def test_splits_disjoint_and_holdout_env_only_in_eval(suite):
         assert not any(t.env_id in held for t in getattr(sp, name))
     assert any(t.env_id in held for t in sp.eval)
     sources = {t.env_id for t in sp.build}
-    conds = {transfer_condition(t, sources) for t in sp.eval}
+    conds = {transfer_condition(t, suite.answer_key(t.task_id), sources) for t in sp.eval}
     assert conds == set(TRANSFER_CONDITIONS)
 
 
@@ -320,24 +348,24 @@ def test_splits_disjoint_and_holdout_env_only_in_eval(suite):
 
 def test_scripted_drafts_fail_on_traps_and_are_deterministic(suite, slip_outcomes):
     cfg = ScriptedConfig(p_error=1.0, p_noise=0.0)
-    b1, b2 = ScriptedBackbone(suite.scripted_domain(), cfg), ScriptedBackbone(PyScript(), cfg)
+    b1, b2 = ScriptedBackbone(suite.scripted_domain(), cfg), ScriptedBackbone(PyScript(suite.keys), cfg)
     for t in suite.tasks:
         d1 = b1.draft_action(DraftRequest(t)).action
         assert d1 == b2.draft_action(DraftRequest(t)).action
-        if t.variant != "look_alike":
+        if var(t) != "look_alike":
             assert d1 == _slip(t) and slip_outcomes[t.task_id].score < 1.0, t.task_id
-    clean = ScriptedBackbone(PyScript(), ScriptedConfig(p_error=0.0, p_error_look_alike=0.0, p_noise=0.0))
-    assert all(clean.draft_action(DraftRequest(t)).action == t.gold for t in suite.tasks[:30])
+    clean = ScriptedBackbone(PyScript(suite.keys), ScriptedConfig(p_error=0.0, p_error_look_alike=0.0, p_noise=0.0))
+    assert all(clean.draft_action(DraftRequest(t)).action == gold(t) for t in suite.tasks[:30])
 
 
 def test_scripted_distil_alternatives_and_revise(suite):
-    b = ScriptedBackbone(PyScript(), ScriptedConfig(p_ignore_record=0.0, p_propose_fix=1.0))
+    b = ScriptedBackbone(PyScript(suite.keys), ScriptedConfig(p_ignore_record=0.0, p_propose_fix=1.0))
     kinds = Counter()
     by_family = {}
     for t in suite.tasks:
-        if t.variant == "look_alike":
+        if var(t) == "look_alike":
             continue
-        d, g = _slip(t), ED.normalize(t.gold)
+        d, g = _slip(t), ED.normalize(gold(t))
         _, ub, ua = ED.diff_units(d, g)
         for ep in range(3):
             r = b.distil_record(DistilRequest(t, d, g, ub.text, ua.text, "evidence", ep))
@@ -347,14 +375,14 @@ def test_scripted_distil_alternatives_and_revise(suite):
                 assert cond.evaluate(t.attrs), (r.condition, t.attrs)
         alts = b.generate_local_alternatives(AlternativesRequest(t, (), d, "", [u.text for u in ED.units(d)]))
         assert any(ED.replace_unit(d, i, x) == g for i, x in alts.edits), t.task_id
-        by_family.setdefault(t.family, []).append((t, d, g, ub, ua))
+        by_family.setdefault(fam(t), []).append((t, d, g, ub, ua))
     assert {"Compare", "Contains", "Universal"} <= set(kinds) or {"And", "Contains", "Universal"} <= set(kinds)
-    for fam, items in by_family.items():
+    for family, items in by_family.items():
         t0, d0, g0, ub, ua = items[0]
-        text = Record(t0.task_id, "s", d0, g0, ub.text, ua.text, "ev", "none", 0.0, 1.0).render()
+        text = MemoryText("record", Record(t0.task_id, "s", d0, g0, ub.text, ua.text, "ev", "none", 0.0, 1.0).render())
         fixed = sum(b.revise_with_record(ReviseRequest(t, (), d, text)).action == g for t, d, g, _, _ in items[1:])
-        assert fixed == len(items) - 1, fam
-    dom = PyScript()
+        assert fixed == len(items) - 1, family
+    dom = PyScript(suite.keys)
     assert dom.unit_kind_name("for n in range(a, b):") == "loop header"
     assert dom.unit_kind_name("if x >= y:") == "condition"
     assert dom.unit_kind_name("return x") == "return statement"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import cfjax
-from cfjax.domains.base import Task
+from cfjax.types import AnswerKey, Task
 from cfjax.domains.python import PyBugsSuite
 from cfjax.domains.python.script import ERRORS
 from cfjax.types import World as Evaluator
@@ -88,20 +88,22 @@ def _tree_digest(root: Path, subdirs=("cfjax", "tests", "kernels")) -> dict[str,
 def demo(tmp_path_factory):
     root = tmp_path_factory.mktemp("pyworld")
     tests_root = root / "tests"
-    task = Task("pybugs/demo/double/000", "Return twice x.", "demo", GOLD, "def double(x): ...", domain="python")
-    env_task = Task("pybugs/demo/env/000", "Return twice x.", "demo", GOLD, "def double(x): ...", domain="python")
+    task = Task("pybugs/demo/double/000", "Return twice x.", "demo", "def double(x): ...", domain="python")
+    env_task = Task("pybugs/demo/env/000", "Return twice x.", "demo", "def double(x): ...", domain="python")
+    keys = {t.task_id: AnswerKey(t.task_id, GOLD, "demo") for t in (task, env_task)}
     for t, src in ((task, TESTS), (env_task, ENV_TESTS)):
         p = task_test_path(tests_root, t.task_id)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(src)
     scratch = root / "scratch"
     scratch.mkdir()
-    return {"root": root, "tests_root": tests_root, "task": task, "env_task": env_task, "scratch": scratch}
+    return {"root": root, "tests_root": tests_root, "task": task, "env_task": env_task, "scratch": scratch,
+            "keys": keys}
 
 
 @pytest.fixture(scope="module")
 def world(demo):
-    return PytestWorld(demo["tests_root"], timeout_s=2.0, scratch_root=demo["scratch"])
+    return PytestWorld(demo["tests_root"], demo["keys"], timeout_s=2.0, scratch_root=demo["scratch"])
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +154,8 @@ def test_crashing_actions_score_zero(world, demo):
 
 def test_rigged_equality_does_not_pass_the_suite_tests(pybugs):
     w = pybugs.world()
-    t = next(t for t in pybugs.tasks if t.family == "floor_division" and t.variant == "base")
+    k = pybugs.answer_key
+    t = next(t for t in pybugs.tasks if k(t.task_id).family == "floor_division" and k(t.task_id).variant == "base")
     fn = t.attrs["function"]
     rigged = (f"class Anything:\n    def __eq__(self, other):\n        return True\n\n"
               f"def {fn}(*args):\n    return Anything()\n")
@@ -170,7 +173,7 @@ def test_patching_builtins_does_not_change_the_verdict(world, demo):
 
 
 def test_infinite_loop_times_out_incomplete(demo):
-    w = PytestWorld(demo["tests_root"], timeout_s=1.0, scratch_root=demo["scratch"])
+    w = PytestWorld(demo["tests_root"], demo["keys"], timeout_s=1.0, scratch_root=demo["scratch"])
     t0 = time.perf_counter()
     o = w.evaluate(demo["task"], "def double(x):\n    while True:\n        pass\n")
     assert time.perf_counter() - t0 < 2.0
@@ -178,7 +181,7 @@ def test_infinite_loop_times_out_incomplete(demo):
 
 
 def test_cpu_limit_ends_a_busy_loop(demo):
-    w = PytestWorld(demo["tests_root"], timeout_s=20.0, cpu_s=1, scratch_root=demo["scratch"])
+    w = PytestWorld(demo["tests_root"], demo["keys"], timeout_s=20.0, cpu_s=1, scratch_root=demo["scratch"])
     t0 = time.perf_counter()
     o = w.evaluate(demo["task"], "def double(x):\n    while True:\n        pass\n")
     assert time.perf_counter() - t0 < 4.0
@@ -335,36 +338,42 @@ def test_stdlib_imports_work_in_the_sandbox(world, demo):
 def test_harness_and_pytest_runner_agree(pybugs):
     harness, real = pybugs.world(), pybugs.world(runner="pytest", timeout_s=20.0)
     ed = PythonEdits()
-    picked = [next(t for t in pybugs.tasks if t.family == f and t.variant == v)
+    k = pybugs.answer_key
+    picked = [next(t for t in pybugs.tasks if k(t.task_id).family == f and k(t.task_id).variant == v)
               for f, v in (("inclusive_range", "base"), ("missing_key", "look_alike"), ("floor_division", "base"))]
     for t in picked:
-        main, look, _ = ERRORS[t.family]
-        slipped = ed.apply(ed.normalize(t.gold), look if t.variant == "look_alike" else main)
-        broken = ed.normalize(t.gold).replace("return", "raise ValueError('x') from None\n    return", 1)
-        for action in (t.gold, slipped, broken):
+        key = k(t.task_id)
+        main, look, _ = ERRORS[key.family]
+        slipped = ed.apply(ed.normalize(key.gold), look if key.variant == "look_alike" else main)
+        broken = ed.normalize(key.gold).replace("return", "raise ValueError('x') from None\n    return", 1)
+        for action in (key.gold, slipped, broken):
             a, b = harness.evaluate(t, action), real.evaluate(t, action)
             assert (a.score, a.solved, a.completed) == (b.score, b.solved, b.completed), (t.task_id, action, a, b)
-    o = real.evaluate(picked[0], "import os\ndef f():\n    pass\n" + picked[0].gold + "\nos.system('true')\n")
+    attack = "import os\ndef f():\n    pass\n" + k(picked[0].task_id).gold + "\nos.system('true')\n"
+    o = real.evaluate(picked[0], attack)
     assert (o.score, o.error) == (0.0, "forbidden")
 
 
 def test_evaluation_is_fast(pybugs):
     w = pybugs.world()
     tasks = pybugs.tasks[:40]
-    w.evaluate(tasks[0], tasks[0].gold)  # warm the file-system caches
+    golds = {t.task_id: pybugs.answer_key(t.task_id).gold for t in tasks}
+    w.evaluate(tasks[0], golds[tasks[0].task_id])  # warm the file-system caches
     t0 = time.perf_counter()
     for t in tasks:
-        assert w.evaluate(t, t.gold).solved
+        assert w.evaluate(t, golds[t.task_id]).solved
     per = (time.perf_counter() - t0) / len(tasks)
     print(f"harness runner: {per * 1000:.1f} ms per evaluate")
     assert per < 0.25  # ≈15-30 ms on a developer machine; generous for loaded CI
 
 
-def test_unknown_task_raises_and_bad_config(world):
+def test_unknown_task_raises_and_bad_config(world, demo):
     with pytest.raises(FileNotFoundError):
-        world.evaluate(Task("pybugs/demo/nothing/000", "q", "demo", GOLD, ""), GOLD)
+        world.evaluate(Task("pybugs/demo/nothing/000", "q", "demo", ""), GOLD)
+    with pytest.raises(ValueError, match="no answer key"):  # a test file but no answer key
+        PytestWorld(demo["tests_root"], {}, scratch_root=demo["scratch"]).evaluate(demo["task"], GOLD)
     with pytest.raises(ValueError):
         task_test_path("/tmp", "pybugs/../etc/000")
     with pytest.raises(ValueError):
-        PytestWorld("/tmp", runner="docker")
+        PytestWorld("/tmp", {}, runner="docker")
     assert os.path.basename(str(task_test_path("/r", "pybugs/e/f/007"))) == "test_007.py"

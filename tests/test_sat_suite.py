@@ -17,6 +17,7 @@ from cfjax.domains.base import TRANSFER_CONDITIONS, transfer_condition
 from cfjax.domains.sat import FAMILIES, FAMILY_KEY, INSTANCES, SAT_FAMILIES, SMT_FAMILIES, SATSuite, observe_attrs
 from cfjax.domains.sat.script import ERRORS
 from cfjax.domains.sat.edits import SatSmtEdits
+from cfjax.types import MemoryText
 
 VARIANTS = ("base", "look_alike", "new_surface")
 
@@ -44,11 +45,25 @@ def trap_outcomes(sat_suite, sat_world, trap_drafts) -> dict:
     return {t.task_id: sat_world.evaluate(t, trap_drafts[t.task_id]) for t in sat_suite.tasks}
 
 
-def by_group(tasks):
+def by_group(suite, tasks):
     g = defaultdict(list)
     for t in tasks:
-        g[(t.family, t.variant)].append(t)
+        k = suite.answer_key(t.task_id)
+        g[(k.family, k.variant)].append(t)
     return g
+
+
+# analysis helpers: tests may read the answer keys that the suite holds (never an agent)
+def gold(suite, t) -> str:
+    return suite.answer_key(t.task_id).gold
+
+
+def family_of(suite, t) -> str:
+    return suite.answer_key(t.task_id).family
+
+
+def variant_of(suite, t) -> str:
+    return suite.answer_key(t.task_id).variant
 
 
 def _sha(path) -> str:
@@ -66,25 +81,27 @@ def test_suite_size_and_ids(sat_suite):
     ids = [t.task_id for t in tasks]
     assert len(ids) == len(set(ids))
     for t in tasks:
-        assert re.fullmatch(rf"sat/{t.env_id}/{t.family}/\d{{3}}", t.task_id), t.task_id
-        assert t.variant in VARIANTS and t.family in FAMILIES
-        assert t.domain == ("smt" if t.family in SMT_FAMILIES else "sat")
-        assert t.env_id in sat_suite.envs() and not t.ordered
+        assert re.fullmatch(rf"sat/{t.env_id}/{family_of(sat_suite, t)}/\d{{3}}", t.task_id), t.task_id
+        assert variant_of(sat_suite, t) in VARIANTS and family_of(sat_suite, t) in FAMILIES
+        assert t.domain == ("smt" if family_of(sat_suite, t) in SMT_FAMILIES else "sat")
+        assert t.env_id in sat_suite.envs() and not sat_suite.answer_key(t.task_id).ordered
         assert sat_suite.task(t.task_id) is t
-    groups = by_group(tasks)
+        assert not any(hasattr(t, a) for a in ("gold", "family", "variant", "ordered"))  # the key holds them
+    assert set(sat_suite.keys) == set(ids)
+    groups = by_group(sat_suite, tasks)
     for fam in FAMILIES:
         for v in VARIANTS:
             assert groups[(fam, v)], (fam, v)
-        assert len({t.env_id for t in tasks if t.family == fam}) >= 2, fam
+        assert len({t.env_id for t in tasks if family_of(sat_suite, t) == fam}) >= 2, fam
     assert SUITES["sat"] == "cfjax.domains.sat:SATSuite" and sat_suite.name == "sat"
     assert sat_suite.holdout_envs[0] in sat_suite.envs()
 
 
 def test_every_gold_scores_one(sat_suite, sat_world):
     for t in sat_suite.tasks:
-        o = sat_world.evaluate(t, t.gold)
+        o = sat_world.evaluate(t, gold(sat_suite, t))
         assert o.completed and o.solved and o.score == 1.0 and o.error is None, (t.task_id, o)
-        assert sat_suite.edits.normalize(t.gold) == t.gold  # golds are printed canonically
+        assert sat_suite.edits.normalize(gold(sat_suite, t)) == gold(sat_suite, t)  # golds are printed canonically
 
 
 def test_context_declares_the_environment_and_hides_the_gold(sat_suite):
@@ -95,7 +112,7 @@ def test_context_declares_the_environment_and_hides_the_gold(sat_suite):
             assert all(f"(declare-const s_{j} Int)" in t.context for j, _ in inst.jobs)
         else:
             assert all(name in t.context for name in inst.sets) and all(v in t.context for v in inst.vars)
-        for line in t.gold.splitlines():
+        for line in gold(sat_suite, t).splitlines():
             assert line not in t.context and line not in t.question
 
 
@@ -105,12 +122,12 @@ def test_context_declares_the_environment_and_hides_the_gold(sat_suite):
 @pytest.mark.parametrize("family,variant", [(f, v) for f in FAMILIES for v in VARIANTS])
 def test_characteristic_slip_is_observable(sat_suite, trap_drafts, trap_outcomes, family, variant):
     ed = sat_suite.edits
-    tasks = by_group(sat_suite.tasks)[(family, variant)]
+    tasks = by_group(sat_suite, sat_suite.tasks)[(family, variant)]
     unobservable = []
     for t in tasks:
         draft = trap_drafts[t.task_id]
-        assert draft != ed.normalize(t.gold), f"{t.task_id}: the slip did not apply"
-        d = ed.diff_units(ed.normalize(t.gold), draft)
+        assert draft != ed.normalize(gold(sat_suite, t)), f"{t.task_id}: the slip did not apply"
+        d = ed.diff_units(ed.normalize(gold(sat_suite, t)), draft)
         assert d is not None and d[0] == 0, f"{t.task_id}: the slip is not a one-unit change of the first unit"
         o = trap_outcomes[t.task_id]
         assert o.completed and o.error is None, (t.task_id, o)
@@ -121,9 +138,9 @@ def test_characteristic_slip_is_observable(sat_suite, trap_drafts, trap_outcomes
 
 def test_slips_give_partial_credit_somewhere(sat_suite, trap_outcomes):
     """A too-weak slip admits a solution that fails *some* checks: partial credit, not always 0."""
-    partial = {t.family for t in sat_suite.tasks if 0.0 < trap_outcomes[t.task_id].score < 1.0}
+    partial = {family_of(sat_suite, t) for t in sat_suite.tasks if 0.0 < trap_outcomes[t.task_id].score < 1.0}
     assert len(partial) >= 6, partial
-    zero = {t.family for t in sat_suite.tasks if trap_outcomes[t.task_id].score == 0.0}
+    zero = {family_of(sat_suite, t) for t in sat_suite.tasks if trap_outcomes[t.task_id].score == 0.0}
     assert zero  # the too-strong slips make tight instances unsatisfiable
 
 
@@ -131,10 +148,10 @@ def test_rule_edits_of_slipped_drafts_contain_the_fix(sat_suite, sat_world, trap
     ed = sat_suite.edits
     envs = sat_suite.envs()
     fixed, total = 0, 0
-    for (family, variant), tasks in sorted(by_group(sat_suite.tasks).items()):
+    for (family, variant), tasks in sorted(by_group(sat_suite, sat_suite.tasks).items()):
         for t in tasks[::2]:  # every other task keeps the test fast
             draft = trap_drafts[t.task_id]
-            gold_unit = ed.units(t.gold)[0].text
+            gold_unit = ed.units(gold(sat_suite, t))[0].text
             cands = ed.rule_edits(draft, envs[t.env_id])
             assert all(0 <= i < len(ed.units(draft)) for i, _ in cands)
             # the true fix (restore the family's unit) is a rule edit whenever the slip was a single operator
@@ -153,10 +170,10 @@ def test_transfer_of_a_fix_solves_another_base_task(sat_suite, sat_world):
     ed, dom = sat_suite.edits, sat_suite.scripted_domain()
     for fam in FAMILIES:
         slip = ERRORS[fam][0]
-        base = [t for t in sat_suite.tasks if t.family == fam and t.variant == "base"]
-        slipped = {t.task_id: dom.slip(slip, t.gold, t, random.Random(0)) for t in base}
+        base = [t for t in sat_suite.tasks if family_of(sat_suite, t) == fam and variant_of(sat_suite, t) == "base"]
+        slipped = {t.task_id: dom.slip(slip, gold(sat_suite, t), t, random.Random(0)) for t in base}
         src = base[0]
-        before, after = ed.units(slipped[src.task_id])[0].text, ed.units(src.gold)[0].text
+        before, after = ed.units(slipped[src.task_id])[0].text, ed.units(gold(sat_suite, src))[0].text
         assert before != after
         other_env = [t for t in base if t.env_id != src.env_id]
         same_env = [t for t in base[1:] if t.env_id == src.env_id]
@@ -174,26 +191,26 @@ def test_scripted_backbone_drafts_fail_on_traps_and_are_deterministic(sat_suite,
     cfg = ScriptedConfig(p_error=1.0, p_noise=0.0)
     a, b = ScriptedBackbone(sat_suite.scripted_domain(), cfg), ScriptedBackbone(sat_suite.scripted_domain(), cfg)
     for t in sat_suite.tasks:
-        if t.variant == "look_alike":
+        if variant_of(sat_suite, t) == "look_alike":
             continue
         ra, rb = a.draft_action(DraftRequest(t)), b.draft_action(DraftRequest(t))
         assert ra.raw == rb.raw and ra.action == rb.action
         assert ra.action == trap_drafts[t.task_id]
     for t in sat_suite.tasks[::7]:
-        if t.variant != "look_alike":
+        if variant_of(sat_suite, t) != "look_alike":
             assert sat_world.evaluate(t, a.draft_action(DraftRequest(t)).action).score < 1.0
     # with no errors at all the drafts are the golds
     clean = ScriptedBackbone(sat_suite.scripted_domain(), ScriptedConfig(p_error=0.0, p_error_look_alike=0.0,
                                                                        p_noise=0.0))
     for t in sat_suite.tasks[::9]:
-        assert clean.draft_action(DraftRequest(t)).action == t.gold
+        assert clean.draft_action(DraftRequest(t)).action == gold(sat_suite, t)
 
 
 def test_scripted_domain_tables(sat_suite):
     dom = sat_suite.scripted_domain()
     assert dom.name == "sat" and isinstance(dom.edits, SatSmtEdits)
     assert set(dom.errors) == set(FAMILIES) == set(ERRORS)
-    t = next(x for x in sat_suite.tasks if x.family == "cap")
+    t = next(x for x in sat_suite.tasks if family_of(sat_suite, x) == "cap")
     assert parse_condition(dom.semantic_condition(t, "boundary"))
     import random
 
@@ -215,11 +232,11 @@ def test_only_the_family_requirement_carries_cues(sat_suite):
 
     keys = {k for k, _ in LEXICON.values()}
     for t in sat_suite.tasks:
-        assert {k for k in keys if k in t.attrs} == {FAMILY_KEY[t.family]}, (t.task_id, t.attrs)
+        assert {k for k in keys if k in t.attrs} == {FAMILY_KEY[family_of(sat_suite, t)]}, (t.task_id, t.attrs)
 
 
 def test_attrs_distinguish_look_alikes_and_never_reveal_the_gold(sat_suite):
-    groups = by_group(sat_suite.tasks)
+    groups = by_group(sat_suite, sat_suite.tasks)
     for fam in FAMILIES:
         key = FAMILY_KEY[fam]
         base = {t.attrs.get(key) for t in groups[(fam, "base")] + groups[(fam, "new_surface")]}
@@ -232,10 +249,10 @@ def test_attrs_distinguish_look_alikes_and_never_reveal_the_gold(sat_suite):
         for v in a.values():
             for x in (v if isinstance(v, tuple) else (v,)):
                 assert isinstance(x, (str, int, float, bool))
-        for line in t.gold.splitlines():
+        for line in gold(sat_suite, t).splitlines():
             assert all(line not in str(v) for v in a.values()), (t.task_id, line)
         assert "(assert" not in t.question and "=>" not in t.question
-        assert all(" -> " not in u.text for u in sat_suite.edits.units(t.gold))  # the EDIT-line separator
+        assert all(" -> " not in u.text for u in sat_suite.edits.units(gold(sat_suite, t)))  # the EDIT-line separator
 
 
 @pytest.mark.parametrize("q,key,value", [
@@ -277,8 +294,8 @@ def test_build_is_idempotent_and_open_reads_it(sat_suite, tmp_path):
     again = SATSuite.build(sat_suite.root)
     assert {f.name: (_sha(f), f.stat().st_mtime_ns) for f in files} == before
     opened = open_suite("sat", sat_suite.root)
-    key = lambda s: [(t.task_id, t.question, t.gold, t.context, dict(t.attrs), t.family, t.variant, t.domain)
-                     for t in s.tasks]
+    key = lambda s: [(t.task_id, t.question, gold(s, t), t.context, dict(t.attrs), family_of(s, t), variant_of(s, t),
+                      t.domain, s.answer_key(t.task_id).extra) for t in s.tasks]
     assert key(opened) == key(sat_suite) == key(again)
     assert opened.rules == sat_suite.rules
     other = SATSuite.build(tmp_path / "other")
@@ -300,7 +317,7 @@ def test_evaluation_never_changes_the_instance_files(sat_suite, sat_world, trap_
     hostile = ["(exit)", "(set-option :produce-models false)", "each v in REGIONS: x[v,red]\n" * 3,
                '(echo "x")', "__import__('os').remove('x')"]
     for t in sat_suite.tasks[::10]:
-        sat_world.evaluate(t, t.gold)
+        sat_world.evaluate(t, gold(sat_suite, t))
         sat_world.evaluate(t, trap_drafts[t.task_id])
         for h in hostile:
             o = sat_world.evaluate(t, h)
@@ -317,7 +334,8 @@ def test_splits_are_disjoint_and_hold_out_an_environment(sat_suite):
     for s in (sp.build, sp.train, sp.val):
         assert all(t.env_id not in held for t in s)
     assert {t.task_id for t in sat_suite.tasks if t.env_id in held} <= ids[3]
-    conds = {transfer_condition(t, {x.env_id for x in sp.build}) for t in sp.eval}
+    src = {x.env_id for x in sp.build}
+    conds = {transfer_condition(t, sat_suite.answer_key(t.task_id), src) for t in sp.eval}
     assert conds == set(TRANSFER_CONDITIONS)
 
 
@@ -328,7 +346,7 @@ def test_world_kwargs_and_pickling(sat_suite):
     assert w.sat.timeout_s == 1.5 and w.smt.timeout_s == 1.5 and not w.sat.partial_credit
     w2 = pickle.loads(pickle.dumps(w))
     t = sat_suite.tasks[0]
-    assert w2.evaluate(t, t.gold).solved
+    assert w2.evaluate(t, gold(sat_suite, t)).solved
 
 
 def test_scripted_backbone_round_trip_through_records(sat_suite, sat_world):
@@ -342,18 +360,18 @@ def test_scripted_backbone_round_trip_through_records(sat_suite, sat_world):
     ed, dom = sat_suite.edits, sat_suite.scripted_domain()
     bb = ScriptedBackbone(dom, ScriptedConfig(p_ignore_record=0.0, p_propose_fix=1.0))
     for fam in FAMILIES:
-        base = [t for t in sat_suite.tasks if t.family == fam and t.variant == "base"]
+        base = [t for t in sat_suite.tasks if family_of(sat_suite, t) == fam and variant_of(sat_suite, t) == "base"]
         src, tgt = base[0], next(t for t in base if t.env_id != base[0].env_id)
-        s_draft = dom.slip(ERRORS[fam][0], src.gold, src, random.Random(0))
+        s_draft = dom.slip(ERRORS[fam][0], gold(sat_suite, src), src, random.Random(0))
         o = sat_world.evaluate(src, s_draft)
         alts = bb.generate_local_alternatives(AlternativesRequest(
             src, (Attempt(s_draft, o.feedback, o.score),), s_draft, o.feedback, [u.text for u in ed.units(s_draft)]))
         assert any(sat_world.evaluate(src, ed.replace_unit(s_draft, i, txt)).solved for i, txt in alts.edits), fam
-        before, after = ed.units(s_draft)[0].text, ed.units(src.gold)[0].text
-        dist = bb.distil_record(DistilRequest(src, s_draft, src.gold, before, after, "score 0 → 1"))
+        before, after = ed.units(s_draft)[0].text, ed.units(gold(sat_suite, src))[0].text
+        dist = bb.distil_record(DistilRequest(src, s_draft, gold(sat_suite, src), before, after, "score 0 → 1"))
         parse_condition(dist.condition)
-        record = prompts.render_record(dist.situation, before, after, s_draft, src.gold, "score 0 → 1",
+        record = prompts.render_record(dist.situation, before, after, s_draft, gold(sat_suite, src), "score 0 → 1",
                                        dist.condition)
-        t_draft = dom.slip(ERRORS[fam][0], tgt.gold, tgt, random.Random(0))
-        rev = bb.revise_with_record(ReviseRequest(tgt, (), t_draft, record))
+        t_draft = dom.slip(ERRORS[fam][0], gold(sat_suite, tgt), tgt, random.Random(0))
+        rev = bb.revise_with_record(ReviseRequest(tgt, (), t_draft, MemoryText("record", record)))
         assert sat_world.evaluate(tgt, rev.action).solved, (fam, rev.action)

@@ -11,16 +11,33 @@ from cfjax.countermem.conditions import parse_condition
 from cfjax.countermem.store import Record
 from cfjax.llm import prompts
 from cfjax.llm.base import AlternativesRequest, Attempt, DistilRequest, DraftRequest, ReviseRequest
-from cfjax.domains.sql.script import ScriptedSQLBackbone
-from cfjax.llm.scripted import ScriptedConfig
+from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.domains.sql import edits as se
+from cfjax.types import MemoryText
 
 EDIT_LINE = re.compile(r"EDIT: REPLACE \[(\d+)\] WITH (\S.*)")
 EXTRA_ERROR_FAMILIES = {"having"}  # families with a second error mode (FK join slip)
 
 
-def bb(suite, **kw) -> ScriptedSQLBackbone:
-    return ScriptedSQLBackbone(suite.specs, ScriptedConfig(**kw))
+def bb(suite, **kw) -> ScriptedBackbone:
+    return ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(**kw))
+
+
+def gold(suite, t) -> str:
+    """The task's reference action, normalised (analysis code reads the answer key)."""
+    return se.normalize(suite.answer_key(t.task_id).gold)
+
+
+def fam(suite, t) -> str:
+    return suite.answer_key(t.task_id).family
+
+
+def var(suite, t) -> str:
+    return suite.answer_key(t.task_id).variant
+
+
+def record(text: str) -> MemoryText:
+    return MemoryText("record", text)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +47,7 @@ def slipped(suite) -> list[tuple]:
     out = []
     for t in suite.tasks:
         d = b.draft_action(DraftRequest(t)).action
-        g = se.normalize(t.gold)
+        g = gold(suite, t)
         diff = se.diff_units(d, g)
         if diff is not None:
             out.append((t, d, g, diff))
@@ -69,7 +86,7 @@ def test_no_error_no_noise_draft_is_normalised_gold(suite):
     for t in suite.tasks:
         for hist in ((), (Attempt("SELECT 1", "wrong", 0.0),)):
             r = b.draft_action(DraftRequest(t, hist))
-            assert r.action == se.normalize(t.gold), t.task_id
+            assert r.action == gold(suite, t), t.task_id
             assert r.raw == prompts.format_action(r.action)
 
 
@@ -88,14 +105,14 @@ def test_forced_error_is_exactly_one_unit(suite):
     kinds = Counter()
     for t in suite.tasks:
         d = b.draft_action(DraftRequest(t)).action
-        g = se.normalize(t.gold)
+        g = gold(suite, t)
         assert d != g, f"{t.task_id}: the characteristic slip did not fire"
         diff = se.diff_units(g, d)
-        if t.family in EXTRA_ERROR_FAMILIES and t.variant != "look_alike":
+        if fam(suite, t) in EXTRA_ERROR_FAMILIES and var(suite, t) != "look_alike":
             assert diff is not None or len(se.units(d)) == len(se.units(g)), t.task_id
             continue
         assert diff is not None, (t.task_id, g, d)
-        kinds[(t.family, diff[1].kind)] += 1
+        kinds[(fam(suite, t), diff[1].kind)] += 1
     assert kinds[("lower_bound", "where")] and kinds[("join_key", "join")] and kinds[("order_limit", "order")]
 
 
@@ -107,10 +124,10 @@ def test_forced_error_is_exactly_one_unit(suite):
 ])
 def test_slip_direction_matches_documented_table(suite, family, variant, before, after):
     b = bb(suite, p_error=1.0, p_error_look_alike=1.0, p_noise=0.0)
-    ts = [t for t in suite.tasks if t.family == family and t.variant == variant]
+    ts = [t for t in suite.tasks if fam(suite, t) == family and var(suite, t) == variant]
     assert ts
     for t in ts:
-        g = se.normalize(t.gold)
+        g = gold(suite, t)
         _, ub, ua = se.diff_units(g, b.draft_action(DraftRequest(t)).action)
         assert before in ub.text and after in ua.text and ub.text.replace(before, after, 1) == ua.text
 
@@ -119,23 +136,23 @@ def test_look_alike_rate_is_separate(suite):
     b = bb(suite, p_error=1.0, p_error_look_alike=0.0, p_noise=0.0)
     for t in suite.tasks:
         d = b.draft_action(DraftRequest(t)).action
-        assert (d == se.normalize(t.gold)) == (t.variant == "look_alike"), t.task_id
+        assert (d == gold(suite, t)) == (var(suite, t) == "look_alike"), t.task_id
 
 
 def test_retry_factor_zero_fixes_on_retry(suite):
     b = bb(suite, p_error=1.0, p_error_look_alike=1.0, p_noise=0.0, retry_factor=0.0)
     hist = (Attempt("SELECT 1", "wrong", 0.0),)
     for t in suite.tasks[:60]:
-        assert b.draft_action(DraftRequest(t, hist)).action == se.normalize(t.gold)
+        assert b.draft_action(DraftRequest(t, hist)).action == gold(suite, t)
 
 
 def test_error_rate_is_close_to_p_error(suite):
     b = bb(suite, p_error=0.5, p_noise=0.0)
-    ts = [t for t in suite.tasks if t.variant != "look_alike" and t.family not in EXTRA_ERROR_FAMILIES]
+    ts = [t for t in suite.tasks if var(suite, t) != "look_alike" and fam(suite, t) not in EXTRA_ERROR_FAMILIES]
     n = wrong = 0
     for ep in range(4):
         for t in ts:
-            wrong += b.draft_action(DraftRequest(t, (), ep)).action != se.normalize(t.gold)
+            wrong += b.draft_action(DraftRequest(t, (), ep)).action != gold(suite, t)
             n += 1
     assert abs(wrong / n - 0.5) < 0.06, wrong / n
 
@@ -145,7 +162,7 @@ def test_noise_only_drafts_differ_by_one_unit(suite):
     changed = 0
     for t in suite.tasks:
         d = b.draft_action(DraftRequest(t)).action
-        g = se.normalize(t.gold)
+        g = gold(suite, t)
         if d != g:
             changed += 1
             assert se.diff_units(g, d) is not None, (t.task_id, d)
@@ -164,37 +181,37 @@ def _record(before: str, after: str, condition: str, *, src: str = "sql/hr/lower
 
 def test_revise_applies_edit_ignoring_condition(suite):
     b = bb(suite, p_ignore_record=0.0)
-    t = next(t for t in suite.tasks if t.family == "lower_bound" and t.variant == "look_alike")
+    t = next(t for t in suite.tasks if fam(suite, t) == "lower_bound" and var(suite, t) == "look_alike")
     assert t.attrs["boundary"] == "strict"
-    draft = se.normalize(t.gold)
+    draft = gold(suite, t)
     assert " > " in draft
     rec = _record("hired_year > 2010", "hired_year >= 2010", 'boundary = "inclusive" and bound_side = "lower"')
     assert not parse_condition(rec.condition).evaluate(t.attrs)  # the condition is false here ...
     for with_cond in (True, False):
-        out = b.revise_with_record(ReviseRequest(t, (), draft, rec.render(with_condition=with_cond))).action
+        out = b.revise_with_record(ReviseRequest(t, (), draft, record(rec.render(with_condition=with_cond)))).action
         assert out == draft.replace(" > ", " >= ")  # ... and the backbone applies the edit anyway
         assert se.diff_units(draft, out) is not None
 
 
 def test_revise_returns_draft_when_nothing_matches(suite):
     b = bb(suite, p_ignore_record=0.0)
-    t = next(t for t in suite.tasks if t.family == "upper_bound" and t.variant == "base")
-    draft = se.normalize(t.gold).replace("<=", "<")
+    t = next(t for t in suite.tasks if fam(suite, t) == "upper_bound" and var(suite, t) == "base")
+    draft = gold(suite, t).replace("<=", "<")
     for rec in [_record("a > 1", "a >= 1", "none"),  # no '>' unit in an upper-bound query
                 _record("LOWER(city) = 'x'", "city = 'x'", "none")]:
-        r = b.revise_with_record(ReviseRequest(t, (), draft, rec.render()))
+        r = b.revise_with_record(ReviseRequest(t, (), draft, record(rec.render())))
         assert r.action == draft
-    r = b.revise_with_record(ReviseRequest(t, (), draft, "a record text without an edit line"))
+    r = b.revise_with_record(ReviseRequest(t, (), draft, record("a record text without an edit line")))
     assert r.action == draft
-    r = b.revise_with_record(ReviseRequest(t, (), "not sql (", _record("a > 1", "a >= 1", "none").render()))
+    r = b.revise_with_record(ReviseRequest(t, (), "not sql (", record(_record("a > 1", "a >= 1", "none").render())))
     assert r.action == "not sql ("
 
 
 def test_revise_ignores_record_with_probability_one(suite):
     b = bb(suite, p_ignore_record=1.0)
-    t = next(t for t in suite.tasks if t.family == "lower_bound" and t.variant == "look_alike")
-    draft = se.normalize(t.gold)
-    r = b.revise_with_record(ReviseRequest(t, (), draft, _record("a > 1", "a >= 1", "none").render()))
+    t = next(t for t in suite.tasks if fam(suite, t) == "lower_bound" and var(suite, t) == "look_alike")
+    draft = gold(suite, t)
+    r = b.revise_with_record(ReviseRequest(t, (), draft, record(_record("a > 1", "a >= 1", "none").render())))
     assert r.action == draft
 
 
@@ -203,14 +220,14 @@ def test_revise_transfers_each_family_fix_to_other_tasks(suite, slipped):
     b = bb(suite, p_ignore_record=0.0)
     by_family: dict[str, list] = {}
     for item in slipped:
-        if item[0].variant != "look_alike":
-            by_family.setdefault(item[0].family, []).append(item)
-    assert set(by_family) == {t.family for t in suite.tasks}
-    for fam, items in by_family.items():
+        if var(suite, item[0]) != "look_alike":
+            by_family.setdefault(fam(suite, item[0]), []).append(item)
+    assert set(by_family) == {fam(suite, t) for t in suite.tasks}
+    for family, items in by_family.items():
         t0, d0, g0, (_, ub, ua) = items[0]
-        text = Record(t0.task_id, "s", d0, g0, ub.text, ua.text, "ev", "none", 0.0, 1.0).render()
+        text = record(Record(t0.task_id, "s", d0, g0, ub.text, ua.text, "ev", "none", 0.0, 1.0).render())
         fixed = sum(b.revise_with_record(ReviseRequest(t, (), d, text)).action == g for t, d, g, _ in items[1:])
-        assert fixed == len(items) - 1, fam
+        assert fixed == len(items) - 1, family
 
 
 # --------------------------------------------------------------------------- distil

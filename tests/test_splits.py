@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cfjax.domains.base import Splits, SplitOverlapError, Task, check_disjoint
+from cfjax.types import Splits, SplitOverlapError, Task, check_disjoint
 from cfjax.domains.sql import FAMILIES, SQLSuite
 
 
 def t(task_id: str) -> Task:
-    return Task(task_id, f"question {task_id}", "hr", "SELECT 1", "")
+    return Task(task_id, f"question {task_id}", "hr", "")
 
 
 # --------------------------------------------------------------------------- check_disjoint
@@ -32,8 +32,8 @@ def test_check_disjoint_names_every_overlapping_id():
 
 
 def test_check_disjoint_compares_ids_not_objects():
-    a1 = Task("same", "q1", "hr", "SELECT 1", "")
-    a2 = Task("same", "a different question", "shop", "SELECT 2", "")
+    a1 = Task("same", "q1", "hr", "")
+    a2 = Task("same", "a different question", "shop", "schema")
     with pytest.raises(SplitOverlapError, match="same"):
         check_disjoint([a1], [], [a2])
 
@@ -99,12 +99,17 @@ def test_suite_splits_are_disjoint_and_cover_the_suite(suite):
 
 def test_suite_splits_cover_every_family_and_variant_in_eval(suite):
     sp = suite.splits(seed=12345)
-    groups = {(x.family, x.variant) for x in suite.tasks}
-    assert {x.family for x in suite.tasks} == set(FAMILIES)
+    k = suite.answer_key
+
+    def group(x):
+        return k(x.task_id).family, k(x.task_id).variant
+
+    groups = {group(x) for x in suite.tasks}
+    assert {k(x.task_id).family for x in suite.tasks} == set(FAMILIES)
     assert groups == {(f, v) for f in FAMILIES for v in ("base", "look_alike", "new_surface")}
-    assert {(x.family, x.variant) for x in sp.eval} == groups
-    assert {(x.family, x.variant) for x in sp.build} == groups
-    assert {x.family for x in list(sp.train) + list(sp.val)} == set(FAMILIES)
+    assert {group(x) for x in sp.eval} == groups
+    assert {group(x) for x in sp.build} == groups
+    assert {k(x.task_id).family for x in list(sp.train) + list(sp.val)} == set(FAMILIES)
 
 
 def test_suite_splits_proportions(suite):
@@ -124,9 +129,10 @@ def test_held_out_environment_only_in_eval_and_gives_the_new_env_condition(suite
     assert held and set(_ids(held)) <= set(_ids(sp.eval))
     assert not any(t.env_id == "clinic" for t in list(sp.build) + list(sp.train) + list(sp.val))
     src = {t.env_id for t in sp.build}
-    conds = {transfer_condition(t, src) for t in sp.eval}
+    k = suite.answer_key
+    conds = {transfer_condition(t, k(t.task_id), src) for t in sp.eval}
     assert conds == set(TRANSFER_CONDITIONS)
-    assert all(transfer_condition(t, src) == "new_env" for t in held if t.variant == "base")
+    assert all(transfer_condition(t, k(t.task_id), src) == "new_env" for t in held if k(t.task_id).variant == "base")
     with pytest.raises(ValueError, match="environments the suite does not have"):
         suite.splits(holdout_envs=("nope",))
 

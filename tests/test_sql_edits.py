@@ -7,8 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfjax.llm.base import DraftRequest
-from cfjax.domains.sql.script import ScriptedSQLBackbone
-from cfjax.llm.scripted import ScriptedConfig
+from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.domains.sql import edits as se
 from cfjax.domains.sql.edits import EditError, Unit
 
@@ -16,10 +15,10 @@ from cfjax.domains.sql.edits import EditError, Unit
 @pytest.fixture(scope="module")
 def corpus(suite) -> list[tuple[str, str]]:
     """(sql, env_id): every gold of the suite and every slipped draft (normalised)."""
-    bb = ScriptedSQLBackbone(suite.specs, ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
+    bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
     out = set()
     for t in suite.tasks:
-        out.add((se.normalize(t.gold), t.env_id))
+        out.add((se.normalize(suite.answer_key(t.task_id).gold), t.env_id))
         out.add((bb.draft_action(DraftRequest(t)).action, t.env_id))
     return sorted(out)
 

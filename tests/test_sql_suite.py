@@ -11,8 +11,7 @@ from dataclasses import replace
 import pytest
 
 from cfjax.llm.base import DraftRequest
-from cfjax.domains.sql.script import ScriptedSQLBackbone
-from cfjax.llm.scripted import ScriptedConfig
+from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.domains.sql import DATABASES, FAMILIES, SQLSuite, observe_attrs
 from cfjax.domains.sql.databases import build_database
 from cfjax.domains.sql.tasks import make_tasks
@@ -24,14 +23,15 @@ VARIANTS = ("base", "look_alike", "new_surface")
 @pytest.fixture(scope="module")
 def trap_drafts(suite) -> dict[str, str]:
     """Each task's draft with its family's characteristic slip forced on, no noise."""
-    bb = ScriptedSQLBackbone(suite.specs, ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
+    bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
     return {t.task_id: bb.draft_action(DraftRequest(t)).action for t in suite.tasks}
 
 
-def by_group(tasks):
+def by_group(suite, tasks=None):
     g = defaultdict(list)
-    for t in tasks:
-        g[(t.family, t.variant)].append(t)
+    for t in suite.tasks if tasks is None else tasks:
+        k = suite.answer_key(t.task_id)
+        g[(k.family, k.variant)].append(t)
     return g
 
 
@@ -41,31 +41,39 @@ def by_group(tasks):
 def test_task_ids_unique_and_well_formed(suite):
     ids = [t.task_id for t in suite.tasks]
     assert len(ids) == len(set(ids))
+    assert set(suite.keys) == set(ids)
     for t in suite.tasks:
-        assert re.fullmatch(rf"sql/{t.env_id}/{t.family}/\d\d", t.task_id), t.task_id
+        k = suite.answer_key(t.task_id)
+        assert k.task_id == t.task_id
+        assert re.fullmatch(rf"sql/{t.env_id}/{k.family}/\d\d", t.task_id), t.task_id
         assert t.env_id in suite.specs
-        assert t.variant in VARIANTS
-        assert t.ordered == (t.family == "order_limit")
+        assert k.variant in VARIANTS
+        assert k.ordered == (k.family == "order_limit")
         assert suite.task(t.task_id) is t
+        # the task an agent sees carries no answer
+        assert not any(hasattr(t, a) for a in ("gold", "family", "variant", "ordered"))
     with pytest.raises(KeyError):
         suite.task("sql/nope/none/00")
+    with pytest.raises(KeyError):
+        suite.answer_key("sql/nope/none/00")
 
 
 def test_every_gold_runs_and_scores_one(suite, world):
     for t in suite.tasks:
-        o = world.evaluate(t, t.gold)
+        o = world.evaluate(t, suite.answer_key(t.task_id).gold)
         assert o.completed and o.solved and o.score == 1.0, (t.task_id, o)
         rows = world.reference_rows(t)
         assert len(rows) > 0, f"{t.task_id}: gold returns no rows, the trap cannot show"
 
 
 def test_every_family_has_every_variant(suite):
-    groups = by_group(suite.tasks)
+    groups = by_group(suite)
     for fam in FAMILIES:
         for v in VARIANTS:
             assert groups[(fam, v)], (fam, v)
     for spec in DATABASES:
-        assert {t.family for t in suite.tasks if t.env_id == spec.db_id} == set(FAMILIES), spec.db_id
+        assert {suite.keys[t.task_id].family for t in suite.tasks if t.env_id == spec.db_id} == set(FAMILIES), \
+            spec.db_id
 
 
 _TRAP_XFAIL: dict = {}  # every trap is observable
@@ -77,12 +85,12 @@ _TRAP_XFAIL: dict = {}  # every trap is observable
     for f in FAMILIES for v in VARIANTS
 ])
 def test_characteristic_error_is_observable(suite, world, trap_drafts, family, variant):
-    tasks = by_group(suite.tasks)[(family, variant)]
+    tasks = by_group(suite)[(family, variant)]
     assert tasks
     unobservable = []
     for t in tasks:
         draft = trap_drafts[t.task_id]
-        assert draft != se.normalize(t.gold), f"{t.task_id}: the slip did not apply"
+        assert draft != se.normalize(suite.answer_key(t.task_id).gold), f"{t.task_id}: the slip did not apply"
         o = world.evaluate(t, draft)
         assert o.completed
         if o.score >= 1.0:
@@ -116,10 +124,11 @@ def test_nullable_columns_hold_both_null_and_empty_string(suite):
 def test_boundary_values_occur_in_the_data(suite, world):
     """>= and > differ on every bound task: the threshold value occurs in the column."""
     for t in suite.tasks:
-        if t.family not in ("lower_bound", "upper_bound"):
+        k = suite.answer_key(t.task_id)
+        if k.family not in ("lower_bound", "upper_bound"):
             continue
-        m = re.fullmatch(r"SELECT name FROM (\w+) WHERE (\w+) (>=|<=|>|<) (\d+)", t.gold)
-        assert m, t.gold
+        m = re.fullmatch(r"SELECT name FROM (\w+) WHERE (\w+) (>=|<=|>|<) (\d+)", k.gold)
+        assert m, k.gold
         table, col, _, v = m.groups()
         con = sqlite3.connect(suite.db_paths[t.env_id])
         try:
@@ -182,9 +191,10 @@ def test_observe_attrs_other_semantics():
 def test_task_attrs_agree_with_gold_boundary(suite):
     n = 0
     for t in suite.tasks:
-        if t.family not in ("lower_bound", "upper_bound", "having"):
+        k = suite.answer_key(t.task_id)
+        if k.family not in ("lower_bound", "upper_bound", "having"):
             continue
-        op = re.search(r"(>=|<=|>|<) \d+$", t.gold).group(1)
+        op = re.search(r"(>=|<=|>|<) \d+$", k.gold).group(1)
         assert t.attrs["boundary"] == ("inclusive" if op in (">=", "<=") else "strict"), t.task_id
         assert t.attrs["bound_side"] == ("lower" if op.startswith(">") else "upper"), t.task_id
         n += 1
@@ -196,8 +206,8 @@ def test_task_attrs_distinguish_look_alikes(suite):
            "distinct": "cardinality", "null_check": "null_semantics", "string_case": "case_semantics",
            "count_nonnull": "count_semantics", "order_limit": "order_direction"}
     for t in suite.tasks:
-        assert key[t.family] in t.attrs, t.task_id
-    groups = by_group(suite.tasks)
+        assert key[suite.answer_key(t.task_id).family] in t.attrs, t.task_id
+    groups = by_group(suite)
     for fam in FAMILIES:
         base = {t.attrs[key[fam]] for t in groups[(fam, "base")] + groups[(fam, "new_surface")]}
         look = {t.attrs[key[fam]] for t in groups[(fam, "look_alike")]}
@@ -210,7 +220,9 @@ def test_task_attrs_never_reveal_the_gold(suite):
             vals = v if isinstance(v, tuple) else (v,)
             for x in vals:
                 assert "SELECT" not in str(x).upper() or k == "question", (t.task_id, k)
-        assert t.gold not in t.question and "SELECT" not in t.question.upper()
+        gold = suite.answer_key(t.task_id).gold
+        assert gold not in t.question and "SELECT" not in t.question.upper()
+        assert gold not in t.context
 
 
 # --------------------------------------------------------------------------- determinism
@@ -243,16 +255,20 @@ def test_database_generation_is_deterministic(tmp_path):
 
 def test_task_generation_is_deterministic(suite, tmp_path):
     again = SQLSuite.build(tmp_path)
-    assert [(t.task_id, t.question, t.gold, dict(t.attrs), t.family, t.variant) for t in again.tasks] == \
-           [(t.task_id, t.question, t.gold, dict(t.attrs), t.family, t.variant) for t in suite.tasks]
+    def rows(s):
+        return [(t.task_id, t.question, dict(t.attrs), s.keys[t.task_id].gold, s.keys[t.task_id].family,
+                 s.keys[t.task_id].variant, s.keys[t.task_id].ordered) for t in s.tasks]
+
+    assert rows(again) == rows(suite)
     spec = DATABASES[1]
     a = make_tasks(spec, suite.db_paths[spec.db_id], seed=5)
     b = make_tasks(spec, suite.db_paths[spec.db_id], seed=5)
-    assert [(t.task_id, t.question, t.gold) for t in a] == [(t.task_id, t.question, t.gold) for t in b]
+    assert all(t.task_id == k.task_id for t, k in a)
+    assert [(t.task_id, t.question, k.gold) for t, k in a] == [(t.task_id, t.question, k.gold) for t, k in b]
 
 
 def test_database_files_are_not_modified_by_evaluation(suite, world):
     before = {db: _sha(p) for db, p in suite.db_paths.items()}
     for t in suite.tasks[:20]:
-        world.evaluate(t, t.gold)
+        world.evaluate(t, suite.answer_key(t.task_id).gold)
     assert {db: _sha(p) for db, p in suite.db_paths.items()} == before

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cfjax.domains.base import Task
+from cfjax.types import AnswerKey, Task
 from cfjax.types import Outcome
 from cfjax.types import World as Evaluator
 from cfjax.domains.sql.world import SQLWorld, split_statements
@@ -19,15 +19,48 @@ from cfjax.domains.sql.world import SQLWorld, split_statements
 CITIES = ["Paris", "Berlin", "Rome", "Oslo", "Lima"]
 
 
-def _task(gold: str, *, task_id: str = "t", ordered: bool = False, env_id: str = "hr") -> Task:
-    return Task(
-        task_id=task_id,
-        question="q",
-        env_id=env_id,
-        gold=gold,
-        context="people(id, name, age, city, email)",
-        ordered=ordered,
-    )
+CONTEXT = "people(id, name, age, city, email)"
+GOLD_AT_LEAST = "SELECT name FROM people WHERE age >= 40"
+
+
+def _default_id(gold: str, ordered: bool) -> str:
+    return f"t/{'ordered' if ordered else 'multiset'}/{gold}"
+
+
+#: (gold, explicit task_id or None, ordered) of every task the tests evaluate. The world reads
+#: answer keys, which it receives at construction, so every key is registered up front.
+_SPECS = [
+    (GOLD_AT_LEAST, None, False),
+    ("SELECT name FROM people WHERE age > 40", "gt", False),
+    ("SELECT city FROM people", None, False),
+    ("SELECT id FROM people ORDER BY id", "u", False),
+    ("SELECT id FROM people ORDER BY id", "o", True),
+    ("SELECT item, price FROM prices", None, False),
+    ("SELECT 2.5 * 2", "f2", False),
+    ("SELECT 0.12345649999999", "f4", False),
+    ("SELECT 'Paris'", "f5", False),
+    ("SELECT 5", "f6", False),
+    ("SELECT id, email FROM people WHERE id <= 8", None, False),
+    ("SELECT NULL", "n2", False),
+    ("SELECT name FROM people WHERE age > 1000", None, False),
+    ("SELECT count(*) FROM people", None, False),
+    ("SELECT count(*) FROM people", "c", False),
+    ("SELECT nope FROM people", "bad-gold", False),
+    ("SELECT id FROM people WHERE id <= 3 ORDER BY id", None, True),
+]
+KEYS: dict[str, AnswerKey] = {}
+for _gold, _tid, _ordered in _SPECS:
+    _tid = _tid or _default_id(_gold, _ordered)
+    assert _tid not in KEYS, _tid
+    KEYS[_tid] = AnswerKey(_tid, _gold, ordered=_ordered)
+
+
+def _task(gold: str, *, task_id: str | None = None, ordered: bool = False, env_id: str = "hr") -> Task:
+    """The task whose answer key (registered in ``KEYS``) has ``gold`` and ``ordered``."""
+    task_id = task_id or _default_id(gold, ordered)
+    key = KEYS[task_id]
+    assert (key.gold, key.ordered) == (gold, ordered), f"register {task_id!r} in _SPECS"
+    return Task(task_id, "q", env_id, CONTEXT)
 
 
 def _fingerprint(path: Path) -> tuple[str, int]:
@@ -60,12 +93,9 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def world(db_path: Path) -> Iterator[SQLWorld]:
-    w = SQLWorld({"hr": db_path}, timeout_s=0.5, max_rows=500)
+    w = SQLWorld({"hr": db_path}, KEYS, timeout_s=0.5, max_rows=500)
     yield w
     w.close()
-
-
-GOLD_AT_LEAST = "SELECT name FROM people WHERE age >= 40"
 
 
 def test_is_evaluator(world: SQLWorld) -> None:
@@ -98,7 +128,7 @@ def test_wrong_boundary_partial_credit(world: SQLWorld) -> None:
 
 
 def test_no_partial_credit(db_path: Path) -> None:
-    w = SQLWorld({"hr": db_path}, partial_credit=False)
+    w = SQLWorld({"hr": db_path}, KEYS, partial_credit=False)
     out = w.evaluate(_task(GOLD_AT_LEAST), "SELECT name FROM people WHERE age > 40")
     assert out.score == 0.0 and not out.solved and out.completed
     w.close()
@@ -275,9 +305,16 @@ def test_failing_gold_raises(world: SQLWorld) -> None:
         world.evaluate(_task("SELECT nope FROM people", task_id="bad-gold"), "SELECT 1")
 
 
+def test_task_without_answer_key_raises(world: SQLWorld) -> None:
+    task = Task("no-key", "q", "hr", CONTEXT)
+    assert not hasattr(task, "gold") and not hasattr(task, "ordered")  # the key holds them
+    with pytest.raises(ValueError, match="no-key"):
+        world.evaluate(task, GOLD_AT_LEAST)
+
+
 def test_missing_database_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
-        SQLWorld({"x": tmp_path / "missing.sqlite"})
+        SQLWorld({"x": tmp_path / "missing.sqlite"}, {})
 
 
 def test_reference_rows_cached(world: SQLWorld) -> None:

@@ -29,9 +29,12 @@ from cfjax.countermem.store import (
     reuse_update,
 )
 from cfjax.infra.io import temp_files_for
-from cfjax.domains.base import Task
+from cfjax.types import Task
 from cfjax.domains.sql import observe_attrs
 from cfjax.domains.sql.edits import signature
+from cfjax.domains.sql.edits import SQLEdits
+
+SQL_EDITS = SQLEdits()
 
 # one-unit edits with pairwise different masked edits, so R = 0 among them
 EDITS = [
@@ -70,7 +73,7 @@ def cand(i: int = 0, *, src: str | None = None, delta: float = 0.9, before: floa
 def task(task_id: str, question: str, *, env: str = "hr", tables: tuple[str, ...] = ("employees",),
          column_type: str | None = "numeric") -> Task:
     attrs = observe_attrs(question, env=env, tables=tables, column_type=column_type)
-    return Task(task_id, question, env, "SELECT 1", "", attrs)
+    return Task(task_id, question, env, "", attrs)
 
 
 def emb(store: MemoryStore, text: str) -> np.ndarray:
@@ -102,14 +105,14 @@ def test_test_edits_have_distinct_masked_edits():
 
 @pytest.mark.parametrize("delta", [0.06, 0.3, 0.9, 1.0])
 def test_admission_score_empty_store(delta):
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     s, r, i = store.admission_score(cand(0, delta=delta))
     assert r == 0.0 and i == 0.0
     assert s == pytest.approx(store.config.lambda_delta * min(max(delta, 0.0), 1.0))
 
 
 def test_admission_score_clips_delta_above_one():
-    store = MemoryStore(StoreConfig(lambda_delta=2.0))
+    store = MemoryStore(StoreConfig(lambda_delta=2.0), edits=SQL_EDITS)
     c = Candidate("a", "sit", "q1", "q2", "age > 1", "age >= 1", "e", "none", -0.5, 1.0)  # Δ = 1.5
     assert c.delta == pytest.approx(1.5)
     s, _, _ = store.admission_score(c)
@@ -117,7 +120,7 @@ def test_admission_score_clips_delta_above_one():
 
 
 def test_duplicate_advice_adds_redundancy_and_third_copy_is_rejected():
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     cond = 'boundary = "inclusive"'
     a1 = store.admit(cand(0, src="t1", delta=1.0, condition=cond))
     assert a1.admitted and a1.redundancy == 0.0 and a1.score == pytest.approx(1.0)
@@ -142,7 +145,7 @@ def test_duplicate_advice_adds_redundancy_and_third_copy_is_rejected():
 
 @pytest.mark.parametrize("delta", [0.05, 0.0, -0.3])
 def test_small_delta_rejected_with_reason(delta):
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     c = Candidate("t", "sit", "q1", "q2", "age > 1", "age >= 1", "e", "none", 0.0, delta)
     assert c.delta == delta
     adm = store.admit(c)
@@ -154,7 +157,7 @@ def test_small_delta_rejected_with_reason(delta):
 @pytest.mark.parametrize("bad", ["", "question contains", "boundary ==", "a = 'single quotes'", "(x = 1",
                                  "none and x = 1", "drop table"])
 def test_unparsable_condition_rejected_at_admission(bad):
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     adm = store.admit(cand(0, condition=bad))
     assert not adm.admitted
     assert adm.reason.startswith("unparsable condition")
@@ -162,14 +165,14 @@ def test_unparsable_condition_rejected_at_admission(bad):
 
 
 def test_condition_is_stored_in_canonical_form():
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     adm = store.admit(cand(0, condition='  BOUNDARY == "inclusive"   AND  Bound_Side = "lower" '))
     assert adm.admitted
     assert store.records[adm.record_id].condition == 'boundary = "inclusive" and bound_side = "lower"'
 
 
 def test_conflict_of_reversed_universal_edit_on_same_situation():
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     sit = "A numeric threshold predicate may omit its boundary value."
     assert store.admit(cand(0, src="t1", delta=1.0, condition='boundary = "inclusive"', situation=sit)).admitted
     rev = Candidate("t2", sit, "SELECT name FROM employees WHERE age >= 40", "SELECT name FROM employees WHERE age > 40",
@@ -189,7 +192,7 @@ def test_conflict_of_reversed_universal_edit_on_same_situation():
 @pytest.mark.parametrize("ub,ua", [("age >= 40", "age > 40"), ("age < 40", "age <= 40")],
                          ids=["reversed_edit", "upper_bound_edit"])
 def test_redundancy_counts_only_the_same_masked_edit(ub, ua):
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     cond = 'boundary = "inclusive"'
     assert store.admit(cand(0, src="t1", delta=1.0, condition=cond, situation="situation one")).admitted
     other = replace(cand(0, src="t2", delta=1.0, condition=cond, situation="a different situation"),
@@ -199,7 +202,7 @@ def test_redundancy_counts_only_the_same_masked_edit(ub, ua):
 
 
 def test_redundancy_needs_a_similar_condition():
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     assert store.admit(cand(0, src="t1", delta=1.0, condition='boundary = "inclusive"')).admitted
     same_edit_other_cond = cand(0, src="t2", delta=1.0,
                                 condition='question contains "strictly above" and column_type = "numeric"')
@@ -214,7 +217,7 @@ def test_redundancy_needs_a_similar_condition():
 
 def test_retention_scores_by_hand():
     cfg = StoreConfig()
-    store = MemoryStore(cfg)
+    store = MemoryStore(cfg, edits=SQL_EDITS)
     ids = []
     # two records with the same advice (R ≈ 1 each) and two distinct ones
     for k, (i, src, d) in enumerate([(0, "a", 1.0), (0, "b", 0.95), (1, "c", 0.4), (2, "d", 0.7)]):
@@ -243,14 +246,14 @@ def test_retention_scores_by_hand():
 
 
 def test_retention_scores_no_uses_means_zero_frequency():
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     for i, d in enumerate([0.3, 0.6, 0.9]):
         store.admit(cand(i, delta=d))
     assert sorted(store.retention_scores().values()) == pytest.approx([0.3, 0.6, 0.9])
 
 
 def test_capacity_utility_evicts_lowest_keep_score_first():
-    store = MemoryStore(StoreConfig(capacity=3))
+    store = MemoryStore(StoreConfig(capacity=3), edits=SQL_EDITS)
     a = [store.admit(cand(i, delta=d)) for i, d in enumerate([0.9, 0.5, 0.7])]
     assert all(x.admitted and not x.evicted for x in a)
     a4 = store.admit(cand(3, delta=0.8))
@@ -265,7 +268,7 @@ def test_capacity_utility_evicts_lowest_keep_score_first():
 
 
 def test_capacity_utility_reuse_protects_a_record():
-    store = MemoryStore(StoreConfig(capacity=2))
+    store = MemoryStore(StoreConfig(capacity=2), edits=SQL_EDITS)
     lo = store.admit(cand(0, delta=0.3)).record_id
     hi = store.admit(cand(1, delta=0.6)).record_id
     for _ in range(4):
@@ -279,7 +282,7 @@ def test_capacity_utility_reuse_protects_a_record():
 
 
 def test_capacity_utility_ties_evict_oldest():
-    store = MemoryStore(StoreConfig(capacity=2))
+    store = MemoryStore(StoreConfig(capacity=2), edits=SQL_EDITS)
     ids = [store.admit(cand(i, delta=0.6)).record_id for i in range(2)]
     a3 = store.admit(cand(2, delta=0.6))
     assert a3.evicted == (ids[0],)
@@ -291,7 +294,7 @@ def test_capacity_utility_ties_evict_oldest():
 @pytest.mark.parametrize("rule", ["utility", "recency", "random", "similarity"])
 def test_store_size_never_exceeds_capacity(rule):
     cap = 3
-    store = MemoryStore(StoreConfig(capacity=cap, retention=rule, seed=5))
+    store = MemoryStore(StoreConfig(capacity=cap, retention=rule, seed=5), edits=SQL_EDITS)
     rng = random.Random(0)
     for n in range(15):
         store.admit(cand(n % len(EDITS), src=f"s{n}", delta=rng.uniform(0.2, 1.0),
@@ -301,7 +304,7 @@ def test_store_size_never_exceeds_capacity(rule):
 
 
 def test_recency_evicts_oldest():
-    store = MemoryStore(StoreConfig(capacity=2, retention="recency"))
+    store = MemoryStore(StoreConfig(capacity=2, retention="recency"), edits=SQL_EDITS)
     a = [store.admit(cand(i, delta=d)) for i, d in enumerate([0.9, 0.2])]
     a3 = store.admit(cand(2, delta=0.9))
     assert a3.evicted == (a[0].record_id,)  # utility would have evicted the Δ = 0.2 record
@@ -310,7 +313,7 @@ def test_recency_evicts_oldest():
 
 
 def _random_run(seed: int) -> tuple[tuple[int, ...], ...]:
-    store = MemoryStore(StoreConfig(capacity=3, retention="random", seed=seed))
+    store = MemoryStore(StoreConfig(capacity=3, retention="random", seed=seed), edits=SQL_EDITS)
     out = []
     for n in range(10):
         adm = store.admit(cand(n % len(EDITS), src=f"s{n}", delta=0.9,
@@ -326,7 +329,7 @@ def test_random_retention_is_deterministic_for_a_seed():
 
 
 def test_similarity_retention_evicts_most_similar_record():
-    store = MemoryStore(StoreConfig(capacity=3, retention="similarity"))
+    store = MemoryStore(StoreConfig(capacity=3, retention="similarity"), edits=SQL_EDITS)
     sits = [
         "The employees age threshold question says at least and the boundary was dropped.",
         "The employees age threshold question says at least and the boundary was dropped!",
@@ -374,14 +377,14 @@ def test_reuse_update_sequence_matches_numpy_loop():
 def test_reuse_update_invalid_label(y):
     with pytest.raises(ValueError):
         reuse_update(0.0, y, 0.3)
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     rid = store.admit(cand(0)).record_id
     with pytest.raises(ValueError):
         store.update_reuse(rid, y)
 
 
 def test_update_reuse_counts_and_matches_eq6():
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     rid = store.admit(cand(0)).record_id
     labels = [1, 1, 0, -1, 1, 0, -1, -1]
     u = 0.0
@@ -395,7 +398,7 @@ def test_update_reuse_counts_and_matches_eq6():
 
 
 def test_update_reuse_changes_eq8_ranking_through_bias():
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     q = "employees age at least threshold boundary"
     a = store.admit(cand(0, src="a", situation="employees age at least threshold boundary value")).record_id
     b = store.admit(cand(1, src="b", situation="employees age threshold boundary")).record_id
@@ -421,7 +424,7 @@ def test_update_reuse_changes_eq8_ranking_through_bias():
 
 @pytest.fixture()
 def retrieval_store() -> tuple[MemoryStore, list[int]]:
-    store = MemoryStore()
+    store = MemoryStore(edits=SQL_EDITS)
     specs = [
         (0, "src/at_least", 'boundary = "inclusive"', "question says at least; the threshold predicate dropped its boundary"),
         (1, "src/distinct", "none", "which different values appear; duplicates returned by the projection"),
@@ -442,7 +445,7 @@ def retrieval_store() -> tuple[MemoryStore, list[int]]:
 
 
 def test_retrieve_empty_store_returns_empty_list():
-    assert MemoryStore().retrieve(task("t", "List employees whose age is at least 3."), "anything") == []
+    assert MemoryStore(edits=SQL_EDITS).retrieve(task("t", "List employees whose age is at least 3."), "anything") == []
 
 
 def test_retrieve_excludes_own_source_task(retrieval_store):
@@ -467,7 +470,7 @@ def test_retrieve_condition_filter_and_ablation(retrieval_store):
     ablated = [r.record.record_id for r in store.retrieve(strict, strict.question, k=10, use_conditions=False)]
     assert sorted(ablated) == sorted(ids)
     # RetrievalConfig.use_conditions=False is the same ablation
-    store2 = MemoryStore(retrieval=RetrievalConfig(use_conditions=False))
+    store2 = MemoryStore(retrieval=RetrievalConfig(use_conditions=False), edits=SQL_EDITS)
     store2.admit(cand(0, condition='boundary = "inclusive"'))
     assert len(store2.retrieve(strict, strict.question, k=10)) == 1
     inclusive = task("new/incl", "List employees whose age is at least 30.")
@@ -571,7 +574,7 @@ def _retrieval_signature(store: MemoryStore, tasks: list[Task]) -> list:
 
 @pytest.mark.parametrize("frozen", [False, True])
 def test_save_load_round_trip(tmp_path, frozen):
-    store = MemoryStore(StoreConfig(capacity=4, seed=3), RetrievalConfig(k=2, lambda_reuse=0.25))
+    store = MemoryStore(StoreConfig(capacity=4, seed=3), RetrievalConfig(k=2, lambda_reuse=0.25), edits=SQL_EDITS)
     for n in range(7):  # ids 0..6, some evicted → next_id 7
         store.admit(cand(n % len(EDITS), src=f"s{n}", delta=0.3 + 0.1 * n,
                          condition=f'question contains "p{n}"' if n % 2 else "none", situation=f"situation {n}"))
@@ -582,7 +585,7 @@ def test_save_load_round_trip(tmp_path, frozen):
         store.freeze()
     path = tmp_path / "store.json"
     store.save(path)
-    loaded = MemoryStore.load(path)
+    loaded = MemoryStore.load(path, SQL_EDITS)
     assert loaded.to_payload() == store.to_payload()
     assert loaded.frozen is frozen
     assert loaded.config == store.config and loaded.retrieval == store.retrieval
@@ -600,7 +603,7 @@ def test_save_load_round_trip(tmp_path, frozen):
         adm = loaded.admit(cand(0, src="new", delta=1.0, situation="new one", condition='question contains "zz"'))
         assert adm.admitted and adm.record_id == 7 and adm.record_id not in seen
         assert loaded.records[7].created > max(r.created for r in store.records.values())
-        again = MemoryStore.load(path)
+        again = MemoryStore.load(path, SQL_EDITS)
         again.admit(cand(1, src="new2", delta=1.0, situation="x", condition='question contains "yy"'))
         assert max(again.records) == 7
 
@@ -610,20 +613,20 @@ def test_random_retention_resumes_identically_after_load(tmp_path):
         return [store.admit(cand(n % len(EDITS), src=f"s{n}", delta=0.9, condition=f'question contains "p{n}"',
                                  situation=f"sit {n}")).evicted for n in range(lo, hi)]
 
-    a = MemoryStore(StoreConfig(capacity=3, retention="random", seed=1))
+    a = MemoryStore(StoreConfig(capacity=3, retention="random", seed=1), edits=SQL_EDITS)
     admit_n(a, 0, 6)
     a.save(tmp_path / "s.json")
-    b = MemoryStore.load(tmp_path / "s.json")
+    b = MemoryStore.load(tmp_path / "s.json", SQL_EDITS)
     assert admit_n(b, 6, 12) == admit_n(a, 6, 12)
 
 
 def test_load_store_with_non_default_embedding_dim(tmp_path):
     from cfjax.infra.embed import HashingEmbedder
 
-    store = MemoryStore(retrieval=RetrievalConfig(dim=128), embedder=HashingEmbedder(dim=128))
+    store = MemoryStore(retrieval=RetrievalConfig(dim=128), embedder=HashingEmbedder(dim=128), edits=SQL_EDITS)
     store.admit(cand(0))
     store.save(tmp_path / "s.json")
-    loaded = MemoryStore.load(tmp_path / "s.json")
+    loaded = MemoryStore.load(tmp_path / "s.json", SQL_EDITS)
     assert loaded.to_payload() == store.to_payload()
 
 
@@ -636,8 +639,9 @@ _CHILD = textwrap.dedent(
     """
     import sys
     from cfjax.countermem.store import MemoryStore
-    a = MemoryStore.load(sys.argv[1])
-    b = MemoryStore.load(sys.argv[2])
+    from cfjax.domains.sql.edits import SQLEdits
+    a = MemoryStore.load(sys.argv[1], SQLEdits())
+    b = MemoryStore.load(sys.argv[2], SQLEdits())
     target = sys.argv[3]
     a.save(target)
     b.save(target)
@@ -651,7 +655,7 @@ _CHILD = textwrap.dedent(
 
 def _big_store(version: str, n: int) -> MemoryStore:
     cfg = StoreConfig(capacity=1000, lambda_r=0.0, lambda_i=0.0)  # admit everything (S = Δ)
-    store = MemoryStore(cfg)
+    store = MemoryStore(cfg, edits=SQL_EDITS)
     filler = (version * 97 + " ") * (EVIDENCE_CHARS // 98)
     for i in range(n):
         adm = store.admit(cand(i % len(EDITS), src=f"{version}/{i}", delta=0.5,
@@ -691,7 +695,7 @@ def test_save_is_crash_safe_under_sigkill(tmp_path):
             p.send_signal(signal.SIGKILL)
             p.wait(timeout=10)
             assert p.returncode == -signal.SIGKILL
-            loaded = MemoryStore.load(t)
+            loaded = MemoryStore.load(t, SQL_EDITS)
             payload = loaded.to_payload()
             n = len(loaded)
             if n == N_RECORDS:

@@ -14,10 +14,12 @@ from cfjax.countermem.pipeline import construct
 from cfjax.countermem.store import MemoryStore
 from cfjax.countermem.table import build_table, load_table
 from cfjax.kernels.trainer import table_hash
-from cfjax.domains.sql.script import ScriptedSQLBackbone
-from cfjax.llm.scripted import ScriptedConfig
-from cfjax.domains.base import Splits
+from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
+from cfjax.types import Splits
 from cfjax.domains.sql import SQLSuite
+from cfjax.domains.sql.edits import SQLEdits
+
+SQL_EDITS = SQLEdits()
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +29,9 @@ def setup(tmp_path_factory):
     s = suite.splits(seed=3)
     splits = Splits(s.build[:40], s.train[:10], s.val[:4], s.eval[:8])
     cfg = CounterMemConfig()
-    store = MemoryStore(cfg.store, cfg.retrieval)
-    agent = Agent(ScriptedSQLBackbone(suite.specs, ScriptedConfig(seed=0)), suite.world(), cfg, store=store,
-                  schemas=suite.specs)
+    store = MemoryStore(cfg.store, cfg.retrieval, edits=SQL_EDITS)
+    agent = Agent(ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=0)), suite.world(), cfg, store=store,
+                  envs=suite.specs, edits=suite.edits)
     construct(agent, splits.build, seed=0)
     table, meta = build_table(agent, splits, root / "t", samples=2)
     return root, agent, splits, table, meta

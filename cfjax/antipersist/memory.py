@@ -7,6 +7,13 @@ and retrieved by cosine similarity (FAISS flat index). Both can be frozen
 
 Anti-Persistence itself never creates an :class:`AbstractionStore`; only the
 abstraction-memory, joint-memory and persist-guidance rows do.
+
+Retrieval is by similarity alone. The paper ranks candidates "after task-type
+filtering" (App. B.3), where its task type is the benchmark's task category;
+cfjax's nearest analogue, the template family, lives in the answer key and an
+agent must not read it (shared/DESIGN.md, the information boundary), so no
+type filter is applied: the embedding of the question and environment does
+the grouping.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from cfjax.antipersist.guidance import Guidance, Rule, Trajectory
 from cfjax.infra.embed import HashingEmbedder
 from cfjax.infra.index import VectorIndex
 from cfjax.infra.io import atomic_write_json
-from cfjax.domains.base import Task
+from cfjax.types import Task
 
 __all__ = ["embed_text", "FrozenMemoryError", "TrajectoryMemory", "AbstractionStore", "rules_of"]
 
@@ -66,7 +73,7 @@ class _Embedded:
 
 
 class TrajectoryMemory(_Embedded):
-    """``M_k``: tasks, full trajectories and outcomes (App. B.3 retrieval filters)."""
+    """``M_k``: tasks, full trajectories and outcomes (App. B.3 retrieval, outcome-filtered)."""
 
     def __init__(self, embedder: HashingEmbedder | None = None) -> None:
         super().__init__(embedder)
@@ -83,12 +90,11 @@ class TrajectoryMemory(_Embedded):
     def query(self, task: Task) -> np.ndarray:
         return self.embedder.embed([embed_text(task)])[0]
 
-    def retrieve(self, task: Task, *, success: bool | None, k: int, same_type: bool = True,
+    def retrieve(self, task: Task, *, success: bool | None, k: int,
                  query: np.ndarray | None = None) -> list[Trajectory]:
-        """Top-k by similarity among records with the given outcome (None = any), task-type filtered."""
+        """Top-k by similarity among records with the given outcome (None = any); no type filter."""
         q = self.query(task) if query is None else query
-        ok = np.array([(success is None or r.success == success) and (not same_type or r.task_type == task.family)
-                       for r in self.records], bool)
+        ok = np.array([success is None or r.success == success for r in self.records], bool)
         return [self.records[i] for i in self._search(q, ok, k)]
 
     def for_mode(self, mode: str, task: Task, B: int, query: np.ndarray | None = None

@@ -20,12 +20,29 @@ fixed_<mode>       anti-persistence with one fixed synthesis mode (mode-selectio
 random_mode        anti-persistence with a uniformly random mode
 ================== ==================================================================
 
+The method is domain- and backbone-agnostic: it knows a domain only through
+an injected :class:`~cfjax.types.EditModel` and a :class:`~cfjax.types.World`,
+and a model only as a :class:`~cfjax.types.Backbone`. Every task runs through
+the one agent loop, :func:`cfjax.loop.run_episode`, with
+``draft_once(backbone, memory=...)``: the task's memory (guidance, stored
+abstractions or factual records, :func:`~cfjax.antipersist.guidance.compose_memory`)
+reaches the backbone only as ``DraftRequest.memory``; the backbone applies
+it (the scripted one carries rules with ``EditModel.transfer`` and the
+domain's resolver) and reports the rules it followed (``APPLIED:`` →
+``Decision.applied``). Agent-side code here never reads an answer key.
+
 Provenance (App. A.1): every trajectory records the abstractions in context
 when it was produced — persistent ones, and for the anti-persistence rows the
-temporary guidance's id (metadata only; the guidance object is dropped). Every
-synthesized abstraction records its source trajectories and their parents. A
-*reproduced error* is a flagged abstraction (one with an over-general rule)
-synthesized from trajectories that had a flagged parent.
+temporary guidance's id (metadata only; the guidance object is dropped) — and,
+per attempt, the rule ids the backbone said it applied. Every synthesized
+abstraction records its source trajectories and their parents. A *reproduced
+error* is a flagged abstraction (one with an over-general rule) synthesized
+from trajectories that had a flagged parent.
+
+Costs: execution calls are the episode's decisions (one DRAFT_ACTION call and
+one evaluation each, charged to a :class:`~cfjax.infra.ledger.Ledger`);
+synthesis calls are κ of the scripted synthesizers (one per non-empty
+synthesis), for every backbone.
 """
 
 from __future__ import annotations
@@ -41,20 +58,18 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from cfjax.antipersist.guidance import (MODES, Attempt, Guidance, Rule, SynthesisConfig, Trajectory, factual_rules,
-                                        render_factual, synthesize)
+from cfjax.antipersist.guidance import (MODES, Attempt, Guidance, Rule, SynthesisConfig, Trajectory, compose_memory,
+                                        factual_rules, render_factual, synthesize)
 from cfjax.antipersist.memory import AbstractionStore, TrajectoryMemory, rules_of
 from cfjax.antipersist.outcome_log import OutcomeLog
+from cfjax.infra.ledger import Ledger
 from cfjax.kernels import bandit as bk
-from cfjax.llm.base import Attempt as LLMAttempt
-from cfjax.llm.base import DraftRequest
-from cfjax.domains.sql.script import ScriptedSQLBackbone  # noqa: TODO(boundary)
 from cfjax.llm.scripted import ScriptedConfig
-from cfjax.domains.base import Task
-from cfjax.domains.sql import edits as se
-from cfjax.types import World
+from cfjax.loop import Episode, draft_once, run_episode
+from cfjax.types import Backbone, EditModel, MemoryText, Task, World
 
-__all__ = ["ROWS", "APConfig", "MethodState", "IterationResult", "run_method", "run_task"]
+__all__ = ["ROWS", "APConfig", "MethodState", "IterationResult", "TaskRecord", "run_method", "run_task",
+           "new_state", "reproduced_errors", "task_memory", "make_selector"]
 
 ROWS = ("no_memory", "anti_persistence", "trajectory_memory", "abstraction_memory", "joint_memory", "persist_guidance",
         "fixed_imitation", "fixed_strategic", "fixed_corrective", "random_mode")
@@ -62,7 +77,11 @@ ROWS = ("no_memory", "anti_persistence", "trajectory_memory", "abstraction_memor
 
 @dataclass(frozen=True)
 class APConfig:
-    """Protocol defaults: papers/anti-persistence.md §4.1, App. B.4, D.1."""
+    """Protocol defaults: papers/anti-persistence.md §4.1, App. B.4, D.1.
+
+    Saved and loaded as TOML with :func:`cfjax.config.save_toml` /
+    :func:`cfjax.config.load_toml` (``cfjax antipersist run --config FILE``;
+    every run writes its own ``config.toml``)."""
 
     iterations: int = 10  # K
     tasks_per_iteration: int = 50
@@ -71,6 +90,8 @@ class APConfig:
     abstraction_k: int = 3  # stored abstractions shown by the baselines (ours; the paper leaves it open)
     max_attempts: int = 2  # evaluated attempts per task (draft + one revision after feedback)
     log_capacity: int = 512  # outcome-log rows the bandit kernel sees (static shape; ≥ K × tasks)
+    split_seed: int = 12345  # the suite's build/train/eval split (App. D.2 seed)
+    max_eval_tasks: int = 0  # held-out tasks evaluated per iteration, spread over the split (0 = all)
     bandit: bk.BanditConfig = field(default_factory=bk.BanditConfig)
     synthesis: SynthesisConfig = field(default_factory=SynthesisConfig)
     scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
@@ -116,9 +137,16 @@ class TaskRecord:
     task_id: str
     mode: str
     success: bool
-    exec_calls: int
+    exec_calls: int  # decisions of the episode (one draft call + one evaluation each)
     synth_calls: int
     branch: int | None = None
+    tokens: int = 0
+    applied: int = 0  # rules the backbone said it followed, over the episode
+
+
+def make_selector(cfg: bk.BanditConfig):
+    """The jitted single-task KNN-UCB mode selector (:func:`cfjax.kernels.bandit.make_knn_ucb`)."""
+    return jax.jit(bk.make_knn_ucb(cfg).select_one)
 
 
 def _uses_bandit(row: str) -> bool:
@@ -139,42 +167,48 @@ def _select(state: MethodState, row: str, task: Task, query: np.ndarray, *, iter
     return MODES[int(d.mode)], int(d.branch)
 
 
-def run_task(task: Task, state: MethodState, *, backbone: ScriptedSQLBackbone, world: World, cfg: APConfig,
-             iteration: int, position: int, episode: int, rng: random.Random, train: bool, selector,
-             on_guidance: Callable[[Guidance], None] | None = None) -> TaskRecord:
-    """One task under one method: select a mode, build guidance, execute, and (training) record.
+@dataclass
+class _Context:
+    """What one task is shown, and its provenance (metadata only)."""
 
-    Synthesized guidance lives only inside this call: it is rendered into the
-    executor's context, its id and flag go into provenance metadata, and the
-    object is dropped when the call returns (unless the row persists it).
-    """
+    memory: MemoryText | None
+    rules: list[Rule]
+    parents: list[str]
+    flagged: list[str]
+    synth_calls: int
+
+
+def task_memory(task: Task, state: MethodState, mode: str, *, edits: EditModel, cfg: APConfig, episode: int,
+                rng: random.Random, query: np.ndarray, iteration: int, train: bool,
+                on_guidance: Callable[[Guidance], None] | None = None) -> _Context:
+    """Build the memory of one task under ``state.row`` and ``mode`` (synthesizing guidance if the mode
+    asks for it). Synthesized guidance is rendered into the returned text and its id goes into the
+    provenance lists; the :class:`Guidance` object itself is not returned (unless the row persists it)."""
     row = state.row
-    query = state.trajectories.query(task)
-    mode, branch = _select(state, row, task, query, iteration=iteration, position=position, rng=rng, cfg=cfg,
-                           selector=selector)
     rules: list[Rule] = []
     parents: list[str] = []
-    flagged_parents: list[str] = []
+    flagged: list[str] = []
+    guidance_text: list[str] = []
+    factual = ""
     synth_calls = 0
-    context: list[str] = []
-    uses_trajectories = row not in ("abstraction_memory", "no_memory")
-    if uses_trajectories:
+    if row not in ("abstraction_memory", "no_memory"):
         succ, fails, contrast = state.trajectories.for_mode(mode, task, cfg.B, query=query)
         if mode == "none":
-            context.append(render_factual(succ))
-            rules += factual_rules(succ, rng, cfg.synthesis, prefix=f"f{episode}")
+            notes = factual_rules(succ, edits, prefix=f"f{episode}", max_rules=cfg.synthesis.max_rules)
+            factual = render_factual(succ, notes)
+            rules += notes
         else:
-            g = synthesize(mode, task, succ, fails, contrast, rng=rng, cfg=cfg.synthesis,
+            g = synthesize(mode, task, succ, fails, contrast, edits=edits, rng=rng, cfg=cfg.synthesis,
                            guidance_id=f"{row}/g{episode}")
             synth_calls += g.calls
             if g.calls:
                 _note_synthesis(state, g, iteration, train)
             if g.rules:
-                context.append(g.text)
+                guidance_text.append(g.text)
                 rules += list(g.rules)
                 parents.append(g.guidance_id)
                 if g.flagged:
-                    flagged_parents.append(g.guidance_id)
+                    flagged.append(g.guidance_id)
             if on_guidance is not None:
                 on_guidance(g)
             if row == "persist_guidance" and train and g.rules:
@@ -182,16 +216,50 @@ def run_task(task: Task, state: MethodState, *, backbone: ScriptedSQLBackbone, w
             del g
     if state.abstractions is not None:
         stored = state.abstractions.retrieve(task, cfg.abstraction_k, query=query)
-        context += [s.text for s in stored]
+        guidance_text += [s.text for s in stored]
         rules += rules_of(stored)
         parents += [s.guidance_id for s in stored]
-        flagged_parents += [s.guidance_id for s in stored if s.flagged]
-    traj = _execute(task, rules, backbone=backbone, world=world, cfg=cfg, episode=episode, rng=rng,
-                    parents=tuple(parents), flagged=tuple(flagged_parents))
-    rec = TaskRecord(task.task_id, mode, traj.success, len(traj.attempts), synth_calls, branch)
+        flagged += [s.guidance_id for s in stored if s.flagged]
+    return _Context(compose_memory(factual, guidance_text), rules, parents, flagged, synth_calls)
+
+
+def run_task(task: Task, state: MethodState, *, backbone: Backbone, world: World, edits: EditModel, cfg: APConfig,
+             iteration: int, position: int, episode: int, rng: random.Random, train: bool, selector,
+             ledger: Ledger | None = None, on_guidance: Callable[[Guidance], None] | None = None) -> TaskRecord:
+    """One task under one method: select a mode, build its memory, run the agent loop, (training) record.
+
+    Synthesized guidance lives only inside this call: it is rendered into the
+    backbone's ``DraftRequest.memory``, its id and flag go into provenance
+    metadata, and the object is dropped when the call returns (unless the row
+    persists it).
+    """
+    query = state.trajectories.query(task)
+    mode, branch = _select(state, state.row, task, query, iteration=iteration, position=position, rng=rng, cfg=cfg,
+                           selector=selector)
+    ctx = task_memory(task, state, mode, edits=edits, cfg=cfg, episode=episode, rng=rng, query=query,
+                      iteration=iteration, train=train, on_guidance=on_guidance)
+    feedback: list[str] = []
+
+    def keep_feedback(task, history, decision, outcome, **_) -> None:  # an AfterFn that changes nothing
+        feedback.append(outcome.feedback)
+
+    ep = run_episode(task, world=world, edits=edits, ledger=ledger if ledger is not None else Ledger("task"),
+                     episode=episode, max_attempts=cfg.max_attempts, draft=draft_once(backbone, memory=ctx.memory),
+                     after=keep_feedback)
+    traj = _trajectory(task, ep, feedback, ctx)
+    rec = TaskRecord(task.task_id, mode, traj.success, len(ep.decisions), ctx.synth_calls, branch,
+                     sum(d.tokens for d in ep.decisions), sum(len(d.applied) for d in ep.decisions))
     if train:
-        _learn(state, task, traj, mode, synth_calls, query, cfg, rng, iteration)
+        _learn(state, task, traj, mode, ctx.synth_calls, query, cfg, edits, rng, iteration)
     return rec
+
+
+def _trajectory(task: Task, ep: Episode, feedback: Sequence[str], ctx: _Context) -> Trajectory:
+    """The stored record of an episode: what the agent did and the evaluator said, with provenance
+    (per attempt, the rule ids the backbone's APPLIED line named)."""
+    history = [Attempt(d.action, f, d.score, tuple(d.applied)) for d, f in zip(ep.decisions, feedback)]
+    return Trajectory(task.task_id, task.question, tuple(task.attrs.get("cues", ())), tuple(history), ep.solved,
+                      tuple(ctx.rules), tuple(ctx.parents), tuple(ctx.flagged))
 
 
 def _note_synthesis(state: MethodState, g: Guidance, iteration: int, train: bool) -> None:
@@ -201,42 +269,10 @@ def _note_synthesis(state: MethodState, g: Guidance, iteration: int, train: bool
                                   "parent_flagged": list(g.parent_flagged), "rules": len(g.rules)})
 
 
-def _execute(task: Task, rules: Sequence[Rule], *, backbone: ScriptedSQLBackbone, world: World, cfg: APConfig,
-             episode: int, rng: random.Random, parents: tuple[str, ...], flagged: tuple[str, ...]) -> Trajectory:
-    """The scripted executor: draft, follow applicable guidance rules, evaluate, retry after feedback."""
-    attempts: list[Attempt] = []
-    history: list[LLMAttempt] = []
-    success = False
-    for _ in range(cfg.max_attempts):
-        draft = backbone.draft_action(DraftRequest(task, tuple(history), episode)).action
-        action, applied = draft, []
-        for r in rules:
-            if not r.applies_to(task.question) or rng.random() >= cfg.synthesis.p_follow:
-                continue
-            moved = se.transfer_edit(r.before, r.after, action)
-            if moved is None:
-                continue
-            try:
-                new = se.replace_unit(action, moved[0], moved[1])
-            except se.EditError:
-                continue
-            if new != action:
-                action = new
-                applied.append(r.rule_id)
-        out = world.evaluate(task, action)
-        attempts.append(Attempt(action, out.feedback, float(out.score), tuple(applied)))
-        history.append(LLMAttempt(action, out.feedback, float(out.score)))
-        if out.solved:
-            success = True
-            break
-    return Trajectory(task.task_id, task.family, task.question, tuple(task.attrs.get("cues", ())), tuple(attempts),
-                      success, tuple(rules), parents, flagged)
-
-
 def _learn(state: MethodState, task: Task, traj: Trajectory, mode: str, synth_calls: int, query: np.ndarray,
-           cfg: APConfig, rng: random.Random, iteration: int) -> None:
+           cfg: APConfig, edits: EditModel, rng: random.Random, iteration: int) -> None:
     if state.log is not None:
-        state.log.record(task.task_id, task.family, task.question, query.tolist(), mode, traj.success, synth_calls,
+        state.log.record(task.task_id, task.domain, task.question, query.tolist(), mode, traj.success, synth_calls,
                          update_index=state.updates, lam=cfg.bandit.lam)
     if state.row not in ("abstraction_memory", "no_memory"):
         state.trajectories.add(traj, task)
@@ -244,7 +280,7 @@ def _learn(state: MethodState, task: Task, traj: Trajectory, mode: str, synth_ca
         state.buffer.add(traj, task)
         m = "strategic" if traj.success else "corrective"
         succ, fails, contrast = state.buffer.for_mode(m, task, cfg.B, query=query)
-        g = synthesize(m, task, succ, fails, contrast, rng=rng, cfg=cfg.synthesis,
+        g = synthesize(m, task, succ, fails, contrast, edits=edits, rng=rng, cfg=cfg.synthesis,
                        guidance_id=f"{state.row}/a{state.updates}")
         if g.calls:
             _note_synthesis(state, g, iteration, True)
@@ -272,19 +308,21 @@ class IterationResult:
     mode_freq: dict[str, float]  # held-out mode frequencies
     train_mode_freq: dict[str, float]
     branches: dict[str, int]
+    tokens_per_task: float = 0.0  # backbone tokens per held-out task (the ledger's count)
+    applied_per_task: float = 0.0  # guidance rules the backbone said it followed, per held-out task
+    solved: dict[str, bool] = field(default_factory=dict)  # held-out task id → solved (analysis)
 
 
-def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: Sequence[Task], schemas: dict,
-               world: World, cfg: APConfig, out_dir: Path, selector=None,
+def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: Sequence[Task], backbone: Backbone,
+               world: World, edits: EditModel, cfg: APConfig, out_dir: Path, selector=None,
                progress: Callable[[str, int], object] | None = None,
                on_eval: Callable[[MethodState], None] | None = None) -> tuple[list[IterationResult], MethodState]:
-    """K iterations of one row for one seed (§4.1 protocol)."""
-    backbone = ScriptedSQLBackbone(schemas, ScriptedConfig(**{**vars(cfg.scripted), "seed": seed}))
+    """K iterations of one row for one seed (§4.1 protocol) with any backbone, world and edit model."""
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / f"{row}.outcomes.jsonl"
     log_path.unlink(missing_ok=True)
     state = new_state(row, log_path if _uses_bandit(row) else None)
-    selector = selector or bk.make_select(cfg.bandit).select_one
+    selector = selector or make_selector(cfg.bandit)
     results = []
     bar = progress(f"{row} seed {seed}", cfg.iterations) if progress else None
     for it in range(cfg.iterations):
@@ -292,9 +330,11 @@ def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: S
         sample = sample_rng.sample(list(train_pool), min(cfg.tasks_per_iteration, len(train_pool)))
         rng = random.Random(zlib.crc32(f"{row}/{seed}/{it}".encode()))  # stable across processes
         train_modes: Counter = Counter()
+        train_ledger = Ledger("train")
         for pos, task in enumerate(sample):
-            rec = run_task(task, state, backbone=backbone, world=world, cfg=cfg, iteration=it, position=pos,
-                           episode=seed * 10_000_000 + it * 10_000 + pos, rng=rng, train=True, selector=selector)
+            rec = run_task(task, state, backbone=backbone, world=world, edits=edits, cfg=cfg, iteration=it,
+                           position=pos, episode=seed * 10_000_000 + it * 10_000 + pos, rng=rng, train=True,
+                           selector=selector, ledger=train_ledger)
             train_modes[rec.mode] += 1
         state.freeze()
         if on_eval is not None:
@@ -302,9 +342,11 @@ def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: S
         recs = []
         branches: Counter = Counter()
         eval_rng = random.Random(seed * 7919 + it)
+        eval_ledger = Ledger("eval")
         for i, task in enumerate(eval_tasks):
-            rec = run_task(task, state, backbone=backbone, world=world, cfg=cfg, iteration=it, position=i,
-                           episode=900_000_000 + seed * 100_000 + i, rng=eval_rng, train=False, selector=selector)
+            rec = run_task(task, state, backbone=backbone, world=world, edits=edits, cfg=cfg, iteration=it,
+                           position=i, episode=900_000_000 + seed * 100_000 + i, rng=eval_rng, train=False,
+                           selector=selector, ledger=eval_ledger)
             recs.append(rec)
             if rec.branch is not None:
                 branches[str(rec.branch)] += 1
@@ -317,7 +359,8 @@ def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: S
             it + 1, 100.0 * sum(r.success for r in recs) / n,
             sum(r.exec_calls + r.synth_calls for r in recs) / n, sum(r.synth_calls for r in recs) / n,
             {m: modes[m] / n for m in MODES}, {m: train_modes[m] / max(len(sample), 1) for m in MODES},
-            dict(branches)))
+            dict(branches), eval_ledger.total.tokens / n, sum(r.applied for r in recs) / n,
+            {r.task_id: bool(r.success) for r in recs}))
         if bar is not None:
             bar.update(1)
             bar.set_postfix_str(f"held-out {results[-1].success:.1f}")

@@ -149,7 +149,7 @@ class CounterMemConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
     split_seed: int = 12345  # App. D.2 uses seed 12345 for the evaluation sample
     n_val: int = 20  # selector-validation subset of T_train (App. C.2)
-    sql_timeout_s: float = 2.0
+    world_timeout_s: float = 2.0  # ours: wall-clock limit of one check, every world (SQL, tests, solvers)
 
 
 T = TypeVar("T")

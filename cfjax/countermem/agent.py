@@ -1,11 +1,12 @@
-"""The decision loop of Module III: draft → retrieve → select → (revise) → evaluate.
+"""CounterMem's behaviours for the one agent loop (:mod:`cfjax.loop`): retrieve → select → revise.
 
-papers/countermem.md §3.4, App. C.1–C.2, Algorithm 1 lines 16–27. One
-episode is one task; each decision is one evaluated attempt, and the episode
-ends at the first solved attempt or after ``max_attempts``.
-
-The loop is shared by every phase; what differs is the *policy* that maps an
-observation and a mask to a slot (0 = skip memory):
+papers/countermem.md §3.4, App. C.1–C.2, Algorithm 1 lines 16–27. The
+:class:`Agent` supplies the loop's ``consult`` (Eq. 7–9 retrieval and
+observation, the selector's slot, REVISE_WITH_RECORD) and ``after`` (the Eq. 6
+reuse label, Modules I–II expansion of a failure); the decision-table builder
+(:mod:`cfjax.countermem.table`) calls the same :meth:`Agent.offer` and
+:meth:`Agent.revise` for every choice. What differs between phases is the
+*policy* that maps an observation and a mask to a slot (0 = skip memory):
 
 * construction: top-1 retrieved record (so Eq. 6 gets reuse observations),
 * training: ε-greedy DQN, validation/evaluation: greedy DQN,
@@ -15,8 +16,8 @@ observation and a mask to a slot (0 = skip memory):
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -27,10 +28,11 @@ from cfjax.countermem.generator import Expansion, expand_failure
 from cfjax.countermem.store import MemoryStore, Retrieved
 from cfjax.infra.embed import HashingEmbedder
 from cfjax.kernels import features as F
+from cfjax.kernels.reference import action_mask_reference
 from cfjax.infra.ledger import Ledger
-from cfjax.llm.base import Attempt, Backbone, DraftRequest, ReviseRequest
-from cfjax.domains.base import Task
-from cfjax.types import EditModel, World
+from cfjax.loop import (AfterFn, AfterResult, ConsultFn, Consultation, Decision, Episode, Proposal, draft_once,
+                        no_memory, run_episode)
+from cfjax.types import Attempt, Backbone, EditModel, MemoryText, Outcome, ReviseRequest, Task, World
 
 __all__ = ["Decision", "Episode", "Policy", "Agent", "reuse_label", "skip_policy", "top1_policy"]
 
@@ -67,41 +69,6 @@ def reuse_label(changed: bool, solved: bool, score: float, reference: float | No
     return 1 if d > 1e-9 else (-1 if d < -1e-9 else 0)
 
 
-@dataclass
-class Decision:
-    """One decision of an episode with its costs (Eq. 10 increments)."""
-
-    task_id: str
-    attempt: int
-    draft: str
-    action: str
-    slot: int  # 0 = skip, j = record R_t[j-1]
-    record_id: int | None
-    n_retrieved: int
-    changed: bool
-    score: float
-    solved: bool
-    tokens: int
-    calls: int
-    failed: int
-    memory_tokens: int = 0  # tokens of the REVISE_WITH_RECORD call (retrieval + context, Fig. 2b)
-    label: int | None = None  # reuse label when a record was used
-    reference_score: float | None = None
-    obs: np.ndarray | None = None
-    mask: np.ndarray | None = None
-
-
-@dataclass
-class Episode:
-    task: Task
-    decisions: list[Decision] = field(default_factory=list)
-    expansions: list[Expansion] = field(default_factory=list)
-
-    @property
-    def solved(self) -> bool:
-        return bool(self.decisions) and self.decisions[-1].solved
-
-
 _observation = jax.jit(F.observation)
 
 
@@ -114,10 +81,10 @@ class Agent:
         world: World,
         config: CounterMemConfig,
         *,
+        edits: EditModel,
         store: MemoryStore | None = None,
         embedder: HashingEmbedder | None = None,
-        schemas: dict | None = None,
-        edits: EditModel | None = None,
+        envs: Mapping[str, Any] | None = None,
         retriever: "Retriever | None" = None,
     ) -> None:
         self.backbone = backbone
@@ -125,7 +92,7 @@ class Agent:
         self.config = config
         self.store = store
         self.embedder = embedder or (store.embedder if store is not None else HashingEmbedder())
-        self.schemas = schemas or {}  # env_id → the edit model's environment object
+        self.envs = dict(envs or {})  # env_id → the edit model's environment object
         self.edits = edits
         self.retriever = retriever
         self.proj = jnp.asarray(F.projection_matrix())
@@ -164,8 +131,76 @@ class Agent:
         ], np.float32)
         emb_draft = self.embedder.embed([draft])[0]
         z = np.asarray(_observation(emb_state, emb_draft, slots, budget, self.proj))
-        mask = np.asarray(F.action_mask_reference(slots))
+        mask = np.asarray(action_mask_reference(slots))  # host side: the NumPy twin of F.action_mask
         return z, mask
+
+    # ------------------------------------------------------------------ behaviours
+    def offer(self, task: Task, history: Sequence[Attempt], draft: str, attempt: int, tokens_so_far: int
+              ) -> tuple[list[Retrieved], np.ndarray, np.ndarray]:
+        """Retrieve (Eq. 7–8) and observe (Eq. 9): ``(records, z f32[98], mask bool[5])``."""
+        assert self.store is not None
+        use_conditions = self.config.retrieval.use_conditions
+        st = self.state_text(task, list(history), draft)
+        emb_state = self.embedder.embed([st])[0]
+        if self.retriever is not None:
+            retrieved = self.retriever(task, st, emb_state, attempt, use_conditions)
+        else:
+            retrieved = self.store.retrieve(task, st, use_conditions=use_conditions, query=emb_state)
+        z, mask = self.observe(emb_state, draft, retrieved, list(history), attempt, tokens_so_far)
+        return retrieved, z, mask
+
+    def revise(self, task: Task, history: Sequence[Attempt], draft: str, rec: Retrieved, episode: int,
+               ledger: Ledger) -> tuple[str, int]:
+        """REVISE_WITH_RECORD with exactly one rendered record (Module III); ``(action, tokens)``."""
+        text = rec.record.render(with_condition=self.config.retrieval.use_conditions)
+        rv = self.backbone.revise_with_record(ReviseRequest(task, tuple(history), draft, MemoryText("record", text),
+                                                            episode))
+        ledger.llm(task.task_id, rv.usage)
+        return rv.action, rv.usage.total
+
+    def consult_fn(self, policy: Policy) -> ConsultFn:
+        """CounterMem's consultation: retrieve, let ``policy`` pick a slot (0 = skip), revise."""
+
+        def consult(task: Task, history: Sequence[Attempt], proposal: Proposal, *, episode: int, attempt: int,
+                    tokens_so_far: int, ledger: Ledger) -> Consultation:
+            draft = proposal.draft
+            retrieved, z, mask = self.offer(task, history, draft, attempt, tokens_so_far)
+            slot = int(policy(z, mask))
+            if not (0 <= slot < len(mask) and mask[slot]):
+                raise ValueError(f"policy chose invalid slot {slot} (mask {mask.tolist()})")
+            if slot == 0:
+                return Consultation(draft, used=False, n_retrieved=len(retrieved), obs=z, mask=mask)
+            rec = retrieved[slot - 1]
+            action, tok = self.revise(task, history, draft, rec, episode, ledger)
+            return Consultation(action, used=True, slot=slot, record_id=rec.record.record_id,
+                                n_retrieved=len(retrieved), tokens=tok, memory_tokens=tok, obs=z, mask=mask)
+
+        return consult
+
+    def after_fn(self, *, construct: bool, measure_draft: bool, rng: random.Random) -> AfterFn:
+        """Reuse label (Eq. 6) of a used record and, while constructing, Modules I–II on a failure."""
+        cfg = self.config
+        state = {"expanded": 0, "budget": [cfg.generator.verification_budget]}
+
+        def after(task: Task, history: Sequence[Attempt], d: Decision, out: Outcome, *, episode: int,
+                  ledger: Ledger) -> AfterResult:
+            res = AfterResult()
+            if d.slot > 0:
+                res.reference = self._reference(task, d.draft, list(history), d.changed, construct, measure_draft,
+                                                ledger)
+                res.label = reuse_label(d.changed, out.solved, out.score, res.reference)
+                if construct and self.store is not None:
+                    self.store.update_reuse(d.record_id, res.label)  # Eq. 6
+            if construct and self.store is not None and not out.solved and out.completed \
+                    and state["expanded"] < cfg.generator.max_expanded and state["budget"][0] > 0:
+                state["expanded"] += 1
+                res.expansion = expand_failure(
+                    task, list(history), d.action, out, backbone=self.backbone, world=self.world, store=self.store,
+                    config=cfg.generator, schema=self.envs.get(task.env_id), rng=rng, ledger=ledger,
+                    budget=state["budget"], episode=episode, edits=self.edits)
+            return res
+
+        return after
 
     # ------------------------------------------------------------------ episode
     def run_episode(
@@ -180,7 +215,7 @@ class Agent:
         measure_draft: bool = False,
         rng: random.Random | None = None,
     ) -> Episode:
-        """Solve ``task`` once.
+        """Solve ``task`` once through :func:`cfjax.loop.run_episode`.
 
         Args:
           memory: retrieve records (False = the ``none`` row).
@@ -190,70 +225,12 @@ class Agent:
             memory-free draft *off the ledger* to label harmful use for the
             metrics (App. D.4); costs nothing the agent is charged for.
         """
-        cfg = self.config
-        use_conditions = cfg.retrieval.use_conditions
-        ep = Episode(task)
-        history: list[Attempt] = []
-        tokens_so_far = 0
-        expanded = 0
-        budget = [cfg.generator.verification_budget]
-        rng = rng or random.Random(episode)
-        for attempt in range(cfg.agent.max_attempts):
-            d_tokens = 0
-            dr = self.backbone.draft_action(DraftRequest(task, tuple(history), episode))
-            ledger.llm(task.task_id, dr.usage)
-            d_tokens += dr.usage.total
-            draft = dr.action
-            retrieved: list[Retrieved] = []
-            z = mask = None
-            slot = 0
-            if memory and self.store is not None:
-                st = self.state_text(task, history, draft)
-                emb_state = self.embedder.embed([st])[0]
-                if self.retriever is not None:
-                    retrieved = self.retriever(task, st, emb_state, attempt, use_conditions)
-                else:
-                    retrieved = self.store.retrieve(task, st, use_conditions=use_conditions, query=emb_state)
-                z, mask = self.observe(emb_state, draft, retrieved, history, attempt, tokens_so_far)
-                slot = int(policy(z, mask))
-                if not (0 <= slot < len(mask) and mask[slot]):
-                    raise ValueError(f"policy chose invalid slot {slot} (mask {mask.tolist()})")
-            action = draft
-            record_id = None
-            m_tokens = 0
-            if slot > 0:
-                rec = retrieved[slot - 1]
-                record_id = rec.record.record_id
-                rv = self.backbone.revise_with_record(ReviseRequest(
-                    task, tuple(history), draft, rec.record.render(with_condition=use_conditions), episode))
-                ledger.llm(task.task_id, rv.usage)
-                d_tokens += rv.usage.total
-                m_tokens = rv.usage.total
-                action = rv.action
-            out = self.world.evaluate(task, action)
-            ledger.evaluation(task.task_id, out)
-            changed = self.edits.normalize(action) != self.edits.normalize(draft)
-            label = ref = None
-            if slot > 0:
-                ref = self._reference(task, draft, history, changed, construct, measure_draft, ledger)
-                label = reuse_label(changed, out.solved, out.score, ref)
-                if construct and self.store is not None:
-                    self.store.update_reuse(record_id, label)  # Eq. 6
-            tokens_so_far += d_tokens
-            ep.decisions.append(Decision(
-                task.task_id, attempt, draft, action, slot, record_id, len(retrieved), changed,
-                float(out.score), bool(out.solved), d_tokens, 1, int(not out.solved), m_tokens, label, ref, z, mask))
-            if construct and self.store is not None and not out.solved and out.completed \
-                    and expanded < cfg.generator.max_expanded and budget[0] > 0:
-                expanded += 1
-                ep.expansions.append(expand_failure(
-                    task, history, action, out, backbone=self.backbone, world=self.world, store=self.store,
-                    config=cfg.generator, schema=self.schemas.get(task.env_id), rng=rng, ledger=ledger,
-                    budget=budget, episode=episode, edits=self.edits))
-            history.append(Attempt(action, out.feedback, float(out.score)))
-            if out.solved:
-                break
-        return ep
+        use_memory = memory and self.store is not None
+        return run_episode(
+            task, world=self.world, edits=self.edits, ledger=ledger, episode=episode,
+            max_attempts=self.config.agent.max_attempts, draft=draft_once(self.backbone),
+            consult=self.consult_fn(policy) if use_memory else no_memory,
+            after=self.after_fn(construct=construct, measure_draft=measure_draft, rng=rng or random.Random(episode)))
 
     def _reference(self, task: Task, draft: str, history: list[Attempt], changed: bool, construct: bool,
                    measure_draft: bool, ledger: Ledger) -> float | None:

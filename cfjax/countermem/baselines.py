@@ -21,70 +21,31 @@ serves every row with the same denominators (App. D.4, D.6).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from cfjax.config import CounterMemConfig
-from cfjax.countermem.agent import Decision, Episode
+from cfjax.countermem.agent import reuse_label
 from cfjax.countermem.generator import propose_alternatives
 from cfjax.infra.embed import HashingEmbedder
 from cfjax.infra.ledger import Ledger
 from cfjax.llm import prompts
-from cfjax.llm.base import Attempt, Backbone, DraftRequest, InsightRequest, JudgeRequest, ReviseRequest
-from cfjax.domains.base import Task
-from cfjax.types import EditModel, World
+from cfjax.loop import (AfterResult, Consultation, Decision, Episode, JudgeLog, Proposal, best_of_n, draft_once,
+                        run_episode)
+from cfjax.types import (Attempt, Backbone, EditModel, InsightRequest, MemoryText, Outcome, ReviseRequest, Task,
+                         World)
 
 __all__ = ["JudgeLog", "best_of_n_episode", "ExpeLMemory", "build_expel", "expel_episode",
            "wm_without_cf_episode"]
 
 
-@dataclass
-class JudgeLog:
-    """How often the Best-of-N judge's reply did not parse (fallback to candidate 1)."""
-
-    calls: int = 0
-    parse_failures: int = 0
-    failed_replies: list[str] = field(default_factory=list)
-
-
-def _decision(task: Task, attempt: int, draft: str, action: str, out, tokens: int, *, slot: int = 0,
-              n_retrieved: int = 0, changed: bool = False, memory_tokens: int = 0, label: int | None = None,
-              reference: float | None = None, calls: int = 1) -> Decision:
-    return Decision(task.task_id, attempt, draft, action, slot, None, n_retrieved, changed, float(out.score),
-                    bool(out.solved), tokens, calls, int(not out.solved), memory_tokens, label, reference)
-
-
 def best_of_n_episode(task: Task, *, backbone: Backbone, world: World, config: CounterMemConfig, n: int,
-                      ledger: Ledger, episode: int, judge_log: JudgeLog | None = None) -> Episode:
+                      edits: EditModel, ledger: Ledger, episode: int, judge_log: JudgeLog | None = None) -> Episode:
     """One task with Best-of-N sampling and an LLM judge (App. D.5)."""
-    ep = Episode(task)
-    history: list[Attempt] = []
-    for attempt in range(config.agent.max_attempts):
-        tokens = 0
-        cands = []
-        for j in range(n):
-            dr = backbone.draft_action(DraftRequest(task, tuple(history), episode, sample=j))
-            ledger.llm(task.task_id, dr.usage)
-            tokens += dr.usage.total
-            cands.append(dr.action)
-        jr = backbone.judge_candidates(JudgeRequest(task, tuple(history), tuple(cands), episode))
-        ledger.llm(task.task_id, jr.usage)
-        tokens += jr.usage.total
-        if judge_log is not None:
-            judge_log.calls += 1
-            if not jr.parsed:
-                judge_log.parse_failures += 1
-                if len(judge_log.failed_replies) < 20:
-                    judge_log.failed_replies.append(jr.raw[:200])
-        action = cands[jr.choice]
-        out = world.evaluate(task, action)
-        ledger.evaluation(task.task_id, out)
-        ep.decisions.append(_decision(task, attempt, cands[0], action, out, tokens))
-        history.append(Attempt(action, out.feedback, float(out.score)))
-        if out.solved:
-            break
-    return ep
+    return run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode,
+                       max_attempts=config.agent.max_attempts, draft=best_of_n(backbone, n, judge_log))
 
 
 # --------------------------------------------------------------------------- ExpeL
@@ -118,64 +79,58 @@ class ExpeLMemory:
         return len(self.lessons)
 
 
-def build_expel(tasks: list[Task], *, backbone: Backbone, world: World, config: CounterMemConfig,
+def build_expel(tasks: list[Task], *, backbone: Backbone, world: World, config: CounterMemConfig, edits: EditModel,
                 ledger: Ledger, episode0: int, embedder: HashingEmbedder | None = None) -> ExpeLMemory:
     """Solve each source task memory-free, then extract one lesson from its trajectory."""
     mem = ExpeLMemory(embedder or HashingEmbedder())
     for i, task in enumerate(tasks):
-        history: list[Attempt] = []
-        solved = False
-        for _ in range(config.agent.max_attempts):
-            dr = backbone.draft_action(DraftRequest(task, tuple(history), episode0 + i))
-            ledger.llm(task.task_id, dr.usage)
-            out = world.evaluate(task, dr.action)
-            ledger.evaluation(task.task_id, out)
-            history.append(Attempt(dr.action, out.feedback, float(out.score)))
-            if out.solved:
-                solved = True
-                break
-        ins = backbone.extract_insight(InsightRequest(task, tuple(history), solved, episode0 + i))
+        feedback: list[str] = []
+        ep = run_episode(task, world=_Recording(world, feedback), edits=edits, ledger=ledger, episode=episode0 + i,
+                         max_attempts=config.agent.max_attempts, draft=draft_once(backbone))
+        history = [Attempt(d.action, f, d.score) for d, f in zip(ep.decisions, feedback)]
+        ins = backbone.extract_insight(InsightRequest(task, tuple(history), ep.solved, episode0 + i))
         ledger.llm(task.task_id, ins.usage, verification=True)
         if ins.lesson:
             mem.add(task.task_id, f"{task.question}\n{history[0].action}", ins.lesson)
     return mem
 
 
+class _Recording:
+    """A world wrapper that keeps the feedback of every evaluation (for the ExpeL extractor's trajectory)."""
+
+    def __init__(self, world: World, feedback: list[str]) -> None:
+        self.world, self.feedback = world, feedback
+
+    def evaluate(self, task: Task, action: str) -> Outcome:
+        out = self.world.evaluate(task, action)
+        self.feedback.append(out.feedback)
+        return out
+
+
 def expel_episode(task: Task, *, backbone: Backbone, world: World, config: CounterMemConfig, memory: ExpeLMemory,
                   edits: EditModel, ledger: Ledger, episode: int) -> Episode:
     """One task with the most similar lesson always in context (ExpeL-style)."""
-    ep = Episode(task)
-    history: list[Attempt] = []
-    for attempt in range(config.agent.max_attempts):
-        dr = backbone.draft_action(DraftRequest(task, tuple(history), episode))
-        ledger.llm(task.task_id, dr.usage)
-        tokens = dr.usage.total
-        draft = action = dr.action
-        hit = memory.top1(task, f"{task.question}\n{draft}")
-        m_tokens = 0
-        if hit is not None:
-            rv = backbone.revise_with_record(ReviseRequest(task, tuple(history), draft,
-                                                           prompts.render_lesson(memory.lessons[hit[0]]), episode))
-            ledger.llm(task.task_id, rv.usage)
-            tokens += rv.usage.total
-            m_tokens = rv.usage.total
-            action = rv.action
-        out = world.evaluate(task, action)
-        ledger.evaluation(task.task_id, out)
-        changed = edits.normalize(action) != edits.normalize(draft)
-        label = ref = None
-        if hit is not None:
-            from cfjax.countermem.agent import reuse_label
 
-            ref = float(world.evaluate(task, draft).score) if changed else None  # measurement, off the ledger
-            label = reuse_label(changed, out.solved, out.score, ref)
-        ep.decisions.append(_decision(task, attempt, draft, action, out, tokens, slot=int(hit is not None),
-                                      n_retrieved=int(hit is not None), changed=changed, memory_tokens=m_tokens,
-                                      label=label, reference=ref))
-        history.append(Attempt(action, out.feedback, float(out.score)))
-        if out.solved:
-            break
-    return ep
+    def consult(task: Task, history: Sequence[Attempt], proposal: Proposal, *, episode: int, attempt: int,
+                tokens_so_far: int, ledger: Ledger) -> Consultation:
+        hit = memory.top1(task, f"{task.question}\n{proposal.draft}")
+        if hit is None:
+            return Consultation(proposal.draft)
+        rv = backbone.revise_with_record(ReviseRequest(
+            task, tuple(history), proposal.draft, MemoryText("lesson", prompts.render_lesson(memory.lessons[hit[0]])),
+            episode))
+        ledger.llm(task.task_id, rv.usage)
+        return Consultation(rv.action, used=True, slot=1, n_retrieved=1, tokens=rv.usage.total,
+                            memory_tokens=rv.usage.total)
+
+    def after(task: Task, history: Sequence[Attempt], d: Decision, out: Outcome, **_) -> AfterResult | None:
+        if d.slot == 0:
+            return None
+        ref = float(world.evaluate(task, d.draft).score) if d.changed else None  # measurement, off the ledger
+        return AfterResult(label=reuse_label(d.changed, out.solved, out.score, ref), reference=ref)
+
+    return run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode,
+                       max_attempts=config.agent.max_attempts, draft=draft_once(backbone), consult=consult, after=after)
 
 
 # --------------------------------------------------------------------------- WM without CF
@@ -192,35 +147,24 @@ def wm_without_cf_episode(task: Task, *, backbone: Backbone, world: World, confi
     draft sees. Checks count as evaluator calls (App. D.6).
     """
     g = config.generator
-    ep = Episode(task)
-    history: list[Attempt] = []
     rng = random.Random(episode)
-    budget = g.verification_budget
-    expanded = 0
-    for attempt in range(config.agent.max_attempts):
-        dr = backbone.draft_action(DraftRequest(task, tuple(history), episode))
-        ledger.llm(task.task_id, dr.usage)
-        tokens = dr.usage.total
-        out = world.evaluate(task, dr.action)
-        ledger.evaluation(task.task_id, out)
-        history.append(Attempt(dr.action, out.feedback, float(out.score)))
-        if out.solved or not out.completed or expanded >= g.max_expanded or budget <= 0:
-            ep.decisions.append(_decision(task, attempt, dr.action, dr.action, out, tokens))
-            if out.solved:
-                break
-            continue
-        expanded += 1
+    state = {"budget": g.verification_budget, "expanded": 0}
+
+    def after(task: Task, history: Sequence[Attempt], d: Decision, out: Outcome, *, episode: int,
+              ledger: Ledger) -> AfterResult | None:
+        if out.solved or not out.completed or state["expanded"] >= g.max_expanded or state["budget"] <= 0:
+            return None
+        state["expanded"] += 1
         alt_ledger = Ledger("wm")
-        alts = propose_alternatives(task, history[:-1], dr.action, out, backbone=backbone, config=g, schema=env,
+        alts = propose_alternatives(task, list(history), d.action, out, backbone=backbone, config=g, schema=env,
                                     rng=rng, ledger=alt_ledger, episode=episode, edits=edits)
-        tokens += alt_ledger.total.tokens
         ledger.merge(alt_ledger)
         best = None
-        calls = 1
+        calls = 0
         for alt in alts:
-            if budget <= 0:
+            if state["budget"] <= 0:
                 break
-            budget -= 1
+            state["budget"] -= 1
             o2 = world.evaluate(task, alt.action)
             ledger.evaluation(task.task_id, o2, verification=True)
             calls += 1
@@ -229,11 +173,12 @@ def wm_without_cf_episode(task: Task, *, backbone: Backbone, world: World, confi
                 break
             if o2.completed and o2.score > out.score + config.store.eps_adm and (best is None or o2.score > best[1].score):
                 best = (alt.action, o2)
+        res = AfterResult(calls=calls, tokens=alt_ledger.total.tokens)
         if best is not None and best[1].solved:
-            ep.decisions.append(_decision(task, attempt, dr.action, best[0], best[1], tokens, changed=True,
-                                          calls=calls))
-            break
-        ep.decisions.append(_decision(task, attempt, dr.action, dr.action, out, tokens, calls=calls))
-        if best is not None:
-            history.append(Attempt(best[0], best[1].feedback, float(best[1].score)))
-    return ep
+            res.outcome, res.action, res.changed = best[1], best[0], True
+        elif best is not None:
+            res.extra_history = (Attempt(best[0], best[1].feedback, float(best[1].score)),)
+        return res
+
+    return run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode,
+                       max_attempts=config.agent.max_attempts, draft=draft_once(backbone), after=after)

@@ -16,7 +16,7 @@ from cfjax.config import GeneratorConfig
 from cfjax.countermem.store import Admission, Candidate, MemoryStore
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import AlternativesRequest, Attempt, Backbone, DistilRequest
-from cfjax.domains.base import Task
+from cfjax.types import Task
 from cfjax.types import EditError, EditModel, Outcome, World
 
 __all__ = ["Alternative", "Expansion", "propose_alternatives", "expand_failure"]
@@ -59,7 +59,7 @@ def propose_alternatives(
     rng: random.Random,
     ledger: Ledger,
     episode: int = 0,
-    edits: EditModel | None = None,
+    edits: EditModel,
 ) -> list[Alternative]:
     """``G(s, a, o; K)`` (Eq. 1): backbone edits first, rule operators fill up to K.
 
@@ -117,7 +117,7 @@ def expand_failure(
     ledger: Ledger,
     budget: list[int],
     episode: int = 0,
-    edits: EditModel | None = None,
+    edits: EditModel,
 ) -> Expansion:
     """Algorithm 1, lines 4–12, for one failed decision ``(x, s, a, o)``.
 

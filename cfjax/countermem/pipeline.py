@@ -32,7 +32,7 @@ from cfjax.countermem.agent import Agent, Episode, skip_policy, top1_policy
 from cfjax.experiments.metrics import row_metrics
 from cfjax.kernels import dqn
 from cfjax.infra.ledger import Ledger
-from cfjax.domains.base import Task
+from cfjax.types import Task
 
 __all__ = ["episode_return", "construct", "train_selector", "validate", "evaluate", "null_progress"]
 
@@ -115,7 +115,7 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
     dc = cfg.dqn
     if not train:
         raise ValueError("T_train is empty: the selector has nothing to train on")
-    selector = dqn.make_selector(dc)
+    selector = dqn.jit_selector(dqn.make_dqn(dc))
     hp = dc.hparams()
     key = jax.random.PRNGKey(seed)
     key, k_init = jax.random.split(key)

@@ -20,8 +20,7 @@ from cfjax.infra.embed import HashingEmbedder
 from cfjax.infra.index import VectorIndex
 from cfjax.infra.io import atomic_write_json, read_json
 from cfjax.llm import prompts
-from cfjax.domains.base import Task
-from cfjax.domains.sql.edits import signature
+from cfjax.types import EditModel, Task
 
 __all__ = [
     "Record",
@@ -133,8 +132,13 @@ class MemoryStore:
     config: StoreConfig = field(default_factory=StoreConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     embedder: HashingEmbedder = field(default_factory=HashingEmbedder)
+    #: the domain's edit model: Eq. 4 redundancy and conflict compare *its* masked signatures
+    edits: EditModel | None = None
 
     def __post_init__(self) -> None:
+        if self.edits is None:
+            raise ValueError("MemoryStore needs the domain's edit model (edits=suite.edits): Eq. 4 compares "
+                             "edit signatures in the domain's own unit language")
         if self.embedder.dim != self.retrieval.dim:
             raise ValueError(f"embedder dim {self.embedder.dim} != RetrievalConfig.dim {self.retrieval.dim}")
         self.records: dict[int, Record] = {}
@@ -149,6 +153,12 @@ class MemoryStore:
         self._clock = 0
         self._frozen = False
         self._rng = random.Random(self.config.seed)
+
+    def _sig(self, unit_text: str) -> str:
+        return self.edits.signature(unit_text)  # type: ignore[union-attr]
+
+    def _edit_key(self, c: "Candidate | Record") -> tuple[str, str]:
+        return self._sig(c.unit_before), self._sig(c.unit_after)
 
     # ------------------------------------------------------------------ state
     def __len__(self) -> int:
@@ -183,11 +193,11 @@ class MemoryStore:
         return r
 
     def _conflict(self, cand: Candidate, situation: np.ndarray) -> float:
-        sb, sa = signature(cand.unit_before), signature(cand.unit_after)
+        sb, sa = self._sig(cand.unit_before), self._sig(cand.unit_after)
         universal = cand.condition.strip().lower() == "none"
         best = 0.0
         for rid, rec in self.records.items():
-            if signature(rec.unit_before) == sa and signature(rec.unit_after) == sb:
+            if self._sig(rec.unit_before) == sa and self._sig(rec.unit_after) == sb:
                 other_universal = self._conditions[rid].is_universal
                 if universal or other_universal or rec.condition == cand.condition:
                     best = max(best, float(situation @ self._situation[rid]))
@@ -199,7 +209,7 @@ class MemoryStore:
         ``ũ = 0`` for a new record (u starts at zero, App. B.1)."""
         c = self.config
         cond_emb, situation = self.embedder.embed([cand.condition, cand.situation])
-        red = self._redundancy(_edit_key(cand), cond_emb)
+        red = self._redundancy(self._edit_key(cand), cond_emb)
         conf = self._conflict(cand, situation)
         d = min(max(cand.delta, 0.0), 1.0)
         s = c.lambda_delta * d + c.lambda_u * 0.0 - c.lambda_r * red - c.lambda_i * conf
@@ -234,7 +244,7 @@ class MemoryStore:
         self.records[rec.record_id] = rec
         self.stats[rec.record_id] = stats
         self._conditions[rec.record_id] = cond
-        self._advice[rec.record_id] = (_edit_key(rec), cond_emb)
+        self._advice[rec.record_id] = (self._edit_key(rec), cond_emb)
         self._situation[rec.record_id] = situation
         self._iid[rec.record_id] = iid
         self._rid[iid] = rec.record_id
@@ -329,6 +339,7 @@ class MemoryStore:
             "retrieval": to_dict(self.retrieval),
             "embedder": {"dim": self.embedder.dim, "ngram_range": list(self.embedder.ngram_range),
                          "lowercase": self.embedder.lowercase, "seed": self.embedder.seed},
+            "edit_model": self.edits.name,  # type: ignore[union-attr]
             "frozen": self._frozen,
             "next_id": self._next_id,
             "clock": self._clock,
@@ -344,17 +355,21 @@ class MemoryStore:
         atomic_write_json(Path(path), self.to_payload())
 
     @classmethod
-    def load(cls, path: str | Path) -> "MemoryStore":
-        """Load a store saved by :meth:`save` (checksum verified)."""
-        return cls.from_payload(read_json(Path(path)))
+    def load(cls, path: str | Path, edits: EditModel) -> "MemoryStore":
+        """Load a store saved by :meth:`save` (checksum verified) for the domain of ``edits``."""
+        return cls.from_payload(read_json(Path(path)), edits)
 
     @classmethod
-    def from_payload(cls, p: dict) -> "MemoryStore":
+    def from_payload(cls, p: dict, edits: EditModel) -> "MemoryStore":
         """The store :meth:`to_payload` described (a deep, independent copy)."""
+        saved = p.get("edit_model")
+        if saved is not None and saved != edits.name:
+            raise ValueError(f"this store holds {saved!r} records; it cannot be opened with the {edits.name!r} "
+                             "edit model")
         e = p["embedder"]
         embedder = HashingEmbedder(dim=int(e["dim"]), ngram_range=tuple(e.get("ngram_range", (3, 5))),
                                    lowercase=bool(e.get("lowercase", True)), seed=int(e.get("seed", 0)))
-        store = cls(from_dict(StoreConfig, p["config"]), from_dict(RetrievalConfig, p["retrieval"]), embedder)
+        store = cls(from_dict(StoreConfig, p["config"]), from_dict(RetrievalConfig, p["retrieval"]), embedder, edits)
         for item in p["records"]:
             rec = Record(**item["record"])
             store._insert(rec, RecordStats(**item["stats"]), parse_condition(rec.condition))
@@ -373,10 +388,6 @@ class MemoryStore:
             "mean_u": float(np.mean([s.u for s in self.stats.values()])) if n else 0.0,
             "mean_delta": float(np.mean([r.delta for r in self.records.values()])) if n else 0.0,
         }
-
-
-def _edit_key(c: Candidate) -> tuple[str, str]:
-    return signature(c.unit_before), signature(c.unit_after)
 
 
 def _rng_state_to_json(state: tuple) -> list:

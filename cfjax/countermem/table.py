@@ -38,8 +38,10 @@ from cfjax.countermem.agent import Agent
 from cfjax.infra.io import atomic_write_bytes, atomic_write_text
 from cfjax.kernels import features as F
 from cfjax.kernels.trainer import DecisionTable, table_hash
-from cfjax.llm.base import Attempt, DraftRequest, ReviseRequest
-from cfjax.domains.base import Splits, Task
+from cfjax.infra.ledger import Ledger
+from cfjax.loop import draft_once
+from cfjax.types import Attempt
+from cfjax.types import Splits, Task
 
 __all__ = ["TableMeta", "build_table", "load_table", "save_table"]
 
@@ -61,8 +63,11 @@ class TableMeta:
     seed: int
 
 
-def _expand(agent: Agent, task: Task, episode: int) -> dict[str, list]:
-    """All rows of one (task, sample): depth-first, row 0 is the root."""
+def _expand(agent: Agent, task: Task, episode: int, ledger: Ledger | None = None) -> dict[str, list]:
+    """All rows of one (task, sample): depth-first, row 0 is the root. The draft, the retrieval and
+    observation, and each choice's revision are the agent loop's own behaviours (:mod:`cfjax.loop`,
+    :meth:`Agent.offer`, :meth:`Agent.revise`); every call is charged to ``ledger`` once."""
+    ledger = ledger if ledger is not None else Ledger("table")
     cfg = agent.config
     store = agent.store
     assert store is not None and store.frozen, "tables are built against a frozen store"
@@ -73,25 +78,21 @@ def _expand(agent: Agent, task: Task, episode: int) -> dict[str, list]:
         me = len(rows["obs"])
         for k in _FIELDS:
             rows[k].append(None)
-        dr = agent.backbone.draft_action(DraftRequest(task, tuple(history), episode))
-        draft = dr.action
-        st = agent.state_text(task, history, draft)
-        emb = agent.embedder.embed([st])[0]
-        retrieved = store.retrieve(task, st, query=emb)
-        z, mask = agent.observe(emb, draft, retrieved, history, attempt, tokens_so_far)
+        prop = draft_once(agent.backbone)(task, history, episode=episode, attempt=attempt, ledger=ledger)
+        draft = prop.draft
+        retrieved, z, mask = agent.offer(task, history, draft, attempt, tokens_so_far)
         calls = np.zeros(F.N_ACTIONS, np.float32)
         failed = np.zeros(F.N_ACTIONS, np.float32)
         tokens = np.zeros(F.N_ACTIONS, np.float32)
         solved = np.zeros(F.N_ACTIONS, bool)
         nxt = np.full(F.N_ACTIONS, -1, np.int32)
         for j in np.flatnonzero(mask):
-            action, tok = draft, dr.usage.total
+            action, tok = draft, prop.tokens
             if j > 0:
-                rec = retrieved[j - 1].record
-                rv = agent.backbone.revise_with_record(ReviseRequest(
-                    task, tuple(history), draft, rec.render(with_condition=cfg.retrieval.use_conditions), episode))
-                action, tok = rv.action, tok + rv.usage.total
+                action, rtok = agent.revise(task, history, draft, retrieved[j - 1], episode, ledger)
+                tok += rtok
             out = agent.world.evaluate(task, action)  # from a fresh copy of the same state
+            ledger.evaluation(task.task_id, out)
             calls[j], failed[j], tokens[j], solved[j] = 1.0, float(not out.solved), tok, out.solved
             if not out.solved and attempt + 1 < cfg.agent.max_attempts:
                 nxt[j] = node(history + [Attempt(action, out.feedback, float(out.score))], tokens_so_far + tok)

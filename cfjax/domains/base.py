@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cfjax.types import Task
+from cfjax.llm.scripted import ScriptedConfig, ScriptedDomain
+from cfjax.types import AnswerKey, SplitOverlapError, Splits, Task, check_disjoint
 
-__all__ = ["match_cues", "Task", "Splits", "SplitOverlapError", "check_disjoint", "Suite", "stratified_splits",
-           "TRANSFER_CONDITIONS", "transfer_condition"]
+__all__ = ["match_cues", "Suite", "stratified_splits", "TRANSFER_CONDITIONS", "transfer_condition", "KeyedErrorModel"]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -56,51 +56,7 @@ def match_cues(question: str, lexicon: Mapping[str, tuple[str, str]], sides: Map
     return attrs
 
 
-class SplitOverlapError(ValueError):
-    """Raised when the held-out protocol (Eq. 14) would be violated."""
-
-
-def check_disjoint(build: Iterable[Task], train: Iterable[Task], eval_: Iterable[Task]) -> None:
-    """Enforce ``(T_build ∪ T_train) ∩ T_eval = ∅`` (papers/countermem.md Eq. 14).
-
-    Build and train may share ids; both must exclude every evaluation id.
-
-    Raises:
-      SplitOverlapError: naming every overlapping task id.
-    """
-    seen = {t.task_id for t in build} | {t.task_id for t in train}
-    overlap = sorted(seen & {t.task_id for t in eval_})
-    if overlap:
-        shown = ", ".join(overlap[:20]) + (" …" if len(overlap) > 20 else "")
-        raise SplitOverlapError(
-            f"held-out protocol violated (Eq. 14): {len(overlap)} task id(s) are in "
-            f"T_build ∪ T_train and in T_eval: {shown}"
-        )
-
-
-@dataclass(frozen=True)
-class Splits:
-    """build / train / validation / eval splits; construction refuses overlap.
-
-    ``val`` is the selector-validation subset drawn from T_train (App. C.2);
-    it is part of ``train`` for Eq. 14 purposes.
-    """
-
-    build: Sequence[Task]
-    train: Sequence[Task]
-    val: Sequence[Task]
-    eval: Sequence[Task]
-
-    def __post_init__(self) -> None:
-        check_disjoint(self.build, list(self.train) + list(self.val), self.eval)
-        for name in ("build", "train", "val", "eval"):
-            ids = [t.task_id for t in getattr(self, name)]
-            if len(ids) != len(set(ids)):
-                dup = sorted({i for i in ids if ids.count(i) > 1})
-                raise ValueError(f"split {name!r} lists task ids more than once: {dup[:20]}")
-
-
-def stratified_splits(tasks: Sequence[Task], *, seed: int = 12345, eval_frac: float = 0.3, build_frac: float = 0.35,
+def stratified_splits(tasks: Sequence[Task], keys: Mapping[str, AnswerKey], *, seed: int = 12345, eval_frac: float = 0.3, build_frac: float = 0.35,
                       n_val: int = 20, holdout_envs: Sequence[str] = ()) -> Splits:
     """Stratified build / train / val / eval splits (disjoint; Eq. 14).
 
@@ -124,7 +80,8 @@ def stratified_splits(tasks: Sequence[Task], *, seed: int = 12345, eval_frac: fl
     groups: dict[tuple[str, str], list[Task]] = defaultdict(list)
     for t in tasks:
         if t.env_id not in set(holdout_envs):
-            groups[(t.family, t.variant)].append(t)
+            k = keys[t.task_id]
+            groups[(k.family, k.variant)].append(t)
     build: list[Task] = []
     train: list[Task] = []
     eval_: list[Task] = []
@@ -147,7 +104,7 @@ def stratified_splits(tasks: Sequence[Task], *, seed: int = 12345, eval_frac: fl
 TRANSFER_CONDITIONS = ("same_env", "new_env", "new_surface", "look_alike")
 
 
-def transfer_condition(task: Task, source_envs: Iterable[str]) -> str:
+def transfer_condition(task: Task, key: AnswerKey, source_envs: Iterable[str]) -> str:
     """Which App. D.4 condition an evaluation task tests, given the source environments.
 
     ``look_alike`` (surface similarity kept, the correction's requirement
@@ -155,9 +112,9 @@ def transfer_condition(task: Task, source_envs: Iterable[str]) -> str:
     the task's variant; a base task is ``same_env`` when some source task ran
     in its environment and ``new_env`` otherwise.
     """
-    if task.variant == "look_alike":
+    if key.variant == "look_alike":
         return "look_alike"
-    if task.variant == "new_surface":
+    if key.variant == "new_surface":
         return "new_surface"
     return "same_env" if task.env_id in set(source_envs) else "new_env"
 
@@ -177,6 +134,9 @@ class Suite(ABC):
     holdout_envs: tuple[str, ...] = ()
 
     tasks: tuple[Task, ...]
+    #: ``task_id → AnswerKey``: read by the world, the scripted error model's competence interface
+    #: and analysis code, never handed to an agent
+    keys: Mapping[str, AnswerKey]
 
     @abstractmethod
     def envs(self) -> Mapping[str, object]:
@@ -195,6 +155,13 @@ class Suite(ABC):
     def scripted_domain(self):
         """The :class:`~cfjax.llm.scripted.ScriptedDomain` of this suite's error model."""
 
+    def answer_key(self, task_id: str) -> AnswerKey:
+        """The answer key of ``task_id`` (for worlds and analysis only)."""
+        try:
+            return self.keys[task_id]
+        except KeyError:
+            raise KeyError(f"no task {task_id!r} in the {self.name} suite") from None
+
     def task(self, task_id: str) -> Task:
         for t in self.tasks:
             if t.task_id == task_id:
@@ -204,5 +171,52 @@ class Suite(ABC):
     def splits(self, *, seed: int = 12345, eval_frac: float = 0.3, build_frac: float = 0.35, n_val: int = 20,
                holdout_envs: Sequence[str] | None = None) -> Splits:
         """:func:`stratified_splits` with this suite's default held-out environments."""
-        return stratified_splits(self.tasks, seed=seed, eval_frac=eval_frac, build_frac=build_frac, n_val=n_val,
+        return stratified_splits(self.tasks, self.keys, seed=seed, eval_frac=eval_frac, build_frac=build_frac, n_val=n_val,
                                  holdout_envs=self.holdout_envs if holdout_envs is None else holdout_envs)
+
+
+class KeyedErrorModel(ScriptedDomain):
+    """The world side of a scripted error model: it holds the answer keys and implements the
+    competence interface of :class:`~cfjax.llm.scripted.ScriptedDomain` (:meth:`draft`,
+    :meth:`true_fixes`). The scripted driver calls only these; it never sees a key.
+
+    Subclasses set :attr:`errors` (family → ``(slip on base and new-surface
+    tasks, slip on look-alike tasks, ((extra slip, weight), ...))``) and
+    implement :meth:`slip`. Every slip changes exactly one decision unit.
+    """
+
+    errors: Mapping[str, tuple[str, str, tuple[tuple[str, float], ...]]] = {}
+
+    def __init__(self, keys: Mapping[str, AnswerKey]) -> None:
+        self._keys = dict(keys)
+
+    def _key(self, task: Task) -> AnswerKey:
+        try:
+            return self._keys[task.task_id]
+        except KeyError:
+            raise KeyError(f"the {self.name} error model has no answer key for task {task.task_id!r}") from None
+
+    @abstractmethod
+    def slip(self, name: str, action: str, task: Task, rng: random.Random) -> str | None:
+        """``action`` after the one-unit slip ``name``, or ``None`` when it does not apply."""
+
+    def draft(self, task: Task, attempt: int, rng: random.Random, config: ScriptedConfig) -> str:
+        """The reference action with the family's characteristic slip, fired with probability
+        ``p_variant × weight × retry_factor**attempt`` (the table in :mod:`cfjax.llm.scripted`)."""
+        c = config
+        key = self._key(task)
+        action = self.edits.normalize(key.gold)
+        main, look, extra = self.errors.get(key.family, ("", "", ()))
+        plan = [(look, c.p_error_look_alike)] if key.variant == "look_alike" else [(main, c.p_error)]
+        plan += [(name, c.p_error * w) for name, w in extra if key.variant != "look_alike"]
+        for name, p in plan:
+            if name and rng.random() < p * c.retry_factor**attempt:
+                action = self.slip(name, action, task, rng) or action
+        return action
+
+    def true_fixes(self, task: Task, action: str) -> dict[int, str]:
+        mine = self.edits.units(action)
+        gold = self.edits.units(self.edits.normalize(self._key(task).gold))
+        if len(mine) != len(gold):
+            return {}
+        return {i: b.text for i, (a, b) in enumerate(zip(mine, gold)) if a.kind == b.kind and a.text != b.text}

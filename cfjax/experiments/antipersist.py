@@ -1,7 +1,24 @@
-"""Run every Anti-Persistence row over seeds, aggregate, write results and the plot.
+"""Run every Anti-Persistence row over suites and seeds, aggregate, write results and plots.
 
-Jobs (row × seed) are independent and fully seeded, so they run on a small
-process pool with results identical to the serial run (a test checks it).
+One *job* is one (suite, row, seed): the suite from :func:`cfjax.domains.open_suite`,
+its world (memoised, :class:`~cfjax.infra.cache.CachedWorld`) and edit model, a
+backbone from a :class:`~cfjax.experiments.countermem.BackboneSpec` (scripted:
+``ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=...))``, or an
+OpenAI-compatible server), and :func:`cfjax.antipersist.protocol.run_method`.
+Jobs are independent and fully seeded, so they run on a small process pool
+with results identical to the serial run (a test checks it).
+
+Layout of ``run_all(out, suites=...)``::
+
+    out/config.toml                 the APConfig (``--config`` reads it back)
+    out/suites/<suite>/             the built suites (read-only to the jobs)
+    out/<suite>/results.json        per-suite table, per-seed jobs, per-family breakdown
+    out/<suite>/success_by_iteration.png
+    out/<suite>/seed_<s>/           outcome logs of the bandit rows
+    out/results.json, out/report.txt   every suite, and the combined table
+
+Analysis code (here, not the method) reads the suites' answer keys for the
+per-family breakdown of held-out success.
 """
 
 from __future__ import annotations
@@ -9,71 +26,152 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from cfjax.antipersist.guidance import MODES
 from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_method
+from cfjax.experiments.countermem import BackboneSpec
 from cfjax.infra.io import atomic_write_bytes, atomic_write_text
-from cfjax.llm.scripted import SCRIPTED_LABEL
 
-__all__ = ["run_all", "run_job", "format_table", "plot_success"]
+__all__ = ["APJob", "run_all", "run_job", "aggregate", "format_table", "format_summary", "plot_success",
+           "eval_subset"]
 
 
-def run_job(row: str, seed: int, suite_root: str, cfg: APConfig, out_dir: str, split_seed: int = 12345) -> dict:
-    """One (row, seed): build the suite view, run K iterations, return plain data."""
-    from cfjax.domains.sql import SQLSuite
+@dataclass(frozen=True)
+class APJob:
+    """Everything a worker process needs to run one (suite, row, seed)."""
 
-    suite = SQLSuite.open(suite_root)
-    sp = suite.splits(seed=split_seed)
+    suite: str
+    root: str
+    row: str
+    seed: int
+    cfg: APConfig
+    out_dir: str
+    backbone: BackboneSpec = BackboneSpec("scripted")
+
+
+def eval_subset(tasks: Sequence, m: int) -> list:
+    """At most ``m`` tasks taken evenly along the split (every family stays represented); 0 = all."""
+    if m <= 0 or len(tasks) <= m:
+        return list(tasks)
+    step = len(tasks) / m
+    return [tasks[int(i * step)] for i in range(m)]
+
+
+def run_job(job: APJob) -> dict:
+    """One (suite, row, seed): K iterations; returns plain data (the function worker processes run)."""
+    from cfjax.domains import open_suite
+    from cfjax.infra.cache import CachedWorld
+
+    suite = open_suite(job.suite, job.root)
+    sp = suite.splits(seed=job.cfg.split_seed)
     train_pool = list(sp.build) + list(sp.train) + list(sp.val)
-    results, state = run_method(row, seed=seed, train_pool=train_pool, eval_tasks=list(sp.eval),
-                                schemas=suite.specs, world=suite.world(), cfg=cfg,
-                                out_dir=Path(out_dir) / f"seed_{seed}")
-    return {"row": row, "seed": seed, "iterations": [asdict(r) for r in results],
-            "provenance": reproduced_errors(state), "trajectories": len(state.trajectories),
+    eval_tasks = eval_subset(sp.eval, job.cfg.max_eval_tasks)
+    backbone = job.backbone.make(suite, job.seed, job.cfg)  # type: ignore[arg-type]  # reads cfg.scripted
+    raw = suite.world()
+    try:
+        results, state = run_method(job.row, seed=job.seed, train_pool=train_pool, eval_tasks=eval_tasks,
+                                    backbone=backbone, world=CachedWorld(raw), edits=suite.edits, cfg=job.cfg,
+                                    out_dir=Path(job.out_dir) / f"seed_{job.seed}")
+    finally:
+        close = getattr(raw, "close", None)
+        if close is not None:
+            close()
+    by_family: dict[str, list[bool]] = defaultdict(list)  # analysis: the answer keys' families
+    for tid, ok in results[-1].solved.items():
+        by_family[suite.answer_key(tid).family].append(ok)
+    iters = []
+    for r in results:
+        d = asdict(r)
+        d.pop("solved")
+        iters.append(d)
+    return {"suite": job.suite, "row": job.row, "seed": job.seed, "iterations": iters,
+            "final_by_family": {f: 100.0 * sum(v) / len(v) for f, v in sorted(by_family.items())},
+            "eval_tasks": len(eval_tasks), "provenance": reproduced_errors(state),
+            "trajectories": len(state.trajectories),
             "log_entries": len(state.log) if state.log is not None else None,
             "abstractions": len(state.abstractions) if state.abstractions is not None else None}
 
 
-def run_all(out_dir: str | Path, *, rows: Sequence[str] = ROWS, cfg: APConfig = APConfig(), workers: int = 1,
-            log=print) -> dict:
-    """Every row × seed; writes ``results.json`` and ``success_by_iteration.png``."""
+def _init_worker() -> None:  # pragma: no cover - runs in worker processes
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+    except Exception:
+        pass
+
+
+def _run_jobs(jobs: Sequence[APJob], workers: int, log: Callable[[str], None], label: str) -> list[dict]:
+    def note(d: dict) -> None:
+        log(f"  {d['suite']}/{d['row']} seed {d['seed']}: held-out {d['iterations'][-1]['success']:.1f}% [{label}]")
+
+    if workers <= 1 or len(jobs) <= 1:
+        done = []
+        for j in jobs:
+            done.append(run_job(j))
+            note(done[-1])
+        return done
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_init_worker) as pool:
+        futs = [pool.submit(run_job, j) for j in jobs]
+        done = []
+        for f in futs:  # job order: identical to the serial run
+            done.append(f.result())
+            note(done[-1])
+    return done
+
+
+def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequence[str] = ROWS,
+            cfg: APConfig = APConfig(), workers: int = 1, backbone: BackboneSpec | None = None,
+            log: Callable[[str], None] = print) -> dict:
+    """Every suite × row × seed; writes the per-suite and combined results (module docstring)."""
+    from cfjax.config import save_toml
+    from cfjax.domains import SUITES, build_suite
+
+    spec = backbone or BackboneSpec("scripted")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for r in rows:
-        if r not in ROWS:
-            raise ValueError(f"unknown row {r!r}; choose from {', '.join(ROWS)}")
-    suite_root = str(out / "databases")
-    from cfjax.domains.sql import SQLSuite
+    bad = [r for r in rows if r not in ROWS]
+    if bad:
+        raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(ROWS)}")
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        raise ValueError(f"unknown suite(s) {unknown} (available: {', '.join(SUITES)})")
+    save_toml(cfg, out / "config.toml")
+    roots = {}
+    for s in suites:
+        roots[s] = out / "suites" / s
+        build_suite(s, roots[s])  # once, before the workers read it
+    jobs = [APJob(s, str(roots[s]), r, seed, cfg, str(out / s), spec) for s in suites for r in rows
+            for seed in cfg.seeds]
+    done = _run_jobs(jobs, workers, log, spec.label)
+    per_suite = {}
+    for s in suites:
+        payload = aggregate([j for j in done if j["suite"] == s], suite=s, rows=rows, cfg=cfg, label=spec.label)
+        atomic_write_text(out / s / "results.json", json.dumps(_finite(payload), indent=1) + "\n")
+        plot_success(payload, out / s / "success_by_iteration.png")
+        log(format_table(payload))
+        per_suite[s] = payload
+    combined = {"backbone": spec.label, "suites": per_suite, "seeds": list(cfg.seeds), "rows": list(rows),
+                "summary": summarize(per_suite, rows)}
+    atomic_write_text(out / "results.json", json.dumps(_finite(combined), indent=1) + "\n")
+    report = "\n\n".join([format_table(p) for p in per_suite.values()] + [format_summary(combined)])
+    atomic_write_text(out / "report.txt", report + "\n")
+    log(format_summary(combined))
+    return combined
 
-    SQLSuite.build(suite_root)  # once, before the workers read it
-    jobs = [(r, s) for r in rows for s in cfg.seeds]
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futs = [pool.submit(run_job, r, s, suite_root, cfg, str(out)) for r, s in jobs]
-            done = []
-            for f in futs:
-                done.append(f.result())
-                log(f"  {done[-1]['row']} seed {done[-1]['seed']}: held-out "
-                    f"{done[-1]['iterations'][-1]['success']:.1f}")
-    else:
-        done = []
-        for r, s in jobs:
-            done.append(run_job(r, s, suite_root, cfg, str(out)))
-            log(f"  {r} seed {s}: held-out {done[-1]['iterations'][-1]['success']:.1f}")
-    payload = aggregate(done, rows=rows, cfg=cfg)
-    atomic_write_text(out / "results.json", json.dumps(payload, indent=1) + "\n")
-    plot_success(payload, out / "success_by_iteration.png")
-    log(format_table(payload))
-    return payload
 
-
-def aggregate(jobs: Sequence[dict], *, rows: Sequence[str], cfg: APConfig) -> dict:
+def aggregate(jobs: Sequence[dict], *, suite: str, rows: Sequence[str], cfg: APConfig, label: str) -> dict:
     table = {}
     for r in rows:
         js = [j for j in jobs if j["row"] == r]
@@ -81,28 +179,44 @@ def aggregate(jobs: Sequence[dict], *, rows: Sequence[str], cfg: APConfig) -> di
         calls = np.array([[it["calls_per_task"] for it in j["iterations"]] for j in js])
         final_modes = {m: float(np.mean([j["iterations"][-1]["mode_freq"][m] for j in js])) for m in MODES}
         prov = {k: int(sum(j["provenance"][k] for j in js)) for k in js[0]["provenance"]}
+        fams = sorted({f for j in js for f in j["final_by_family"]})
         table[r] = {
             "success_by_iteration": curves.mean(axis=0).tolist(),
             "success_std_by_iteration": curves.std(axis=0).tolist(),
             "final_success": float(curves[:, -1].mean()), "final_success_std": float(curves[:, -1].std()),
             "final_success_per_seed": {str(j["seed"]): j["iterations"][-1]["success"] for j in js},
+            "final_success_by_family": {f: float(np.mean([j["final_by_family"][f] for j in js
+                                                          if f in j["final_by_family"]])) for f in fams},
             "calls_per_task_by_iteration": calls.mean(axis=0).tolist(),
             "final_calls_per_task": float(calls[:, -1].mean()),
+            "final_tokens_per_task": float(np.mean([j["iterations"][-1]["tokens_per_task"] for j in js])),
+            "final_applied_per_task": float(np.mean([j["iterations"][-1]["applied_per_task"] for j in js])),
             "final_mode_freq": final_modes,
             "provenance": prov,
         }
-    return {"backbone": SCRIPTED_LABEL, "suite": "sql", "seeds": list(cfg.seeds), "rows": table,
+    return {"backbone": label, "suite": suite, "seeds": list(cfg.seeds), "rows": table,
+            "eval_tasks": jobs[0]["eval_tasks"] if jobs else 0,
             "config": {"iterations": cfg.iterations, "tasks_per_iteration": cfg.tasks_per_iteration, "B": cfg.B,
-                       "max_attempts": cfg.max_attempts, "bandit": asdict(cfg.bandit),
-                       "synthesis": asdict(cfg.synthesis), "scripted": asdict(cfg.scripted)},
+                       "max_attempts": cfg.max_attempts, "max_eval_tasks": cfg.max_eval_tasks,
+                       "bandit": asdict(cfg.bandit), "synthesis": asdict(cfg.synthesis),
+                       "scripted": asdict(cfg.scripted)},
             "jobs": list(jobs)}
+
+
+def summarize(per_suite: dict[str, dict], rows: Sequence[str]) -> dict:
+    """Final held-out success per row: per suite and the unweighted mean over suites."""
+    out = {}
+    for r in rows:
+        vals = {s: p["rows"][r]["final_success"] for s, p in per_suite.items()}
+        out[r] = {"by_suite": vals, "mean": float(np.mean(list(vals.values())))}
+    return out
 
 
 def format_table(payload: dict) -> str:
     rows = payload["rows"]
     k = len(next(iter(rows.values()))["success_by_iteration"])
-    head = (f"Anti-Persistence protocol on suite 'sql' — {payload['backbone']}; held-out success (%) by "
-            f"iteration, mean over seeds {payload['seeds']}")
+    head = (f"Anti-Persistence protocol on suite '{payload['suite']}' — {payload['backbone']}; held-out success "
+            f"(%) on {payload['eval_tasks']} tasks by iteration, mean over seeds {payload['seeds']}")
     lines = [head, f"{'row':<20}" + "".join(f"{'it' + str(i + 1):>7}" for i in range(k))
              + f"{'final ± std':>14}{'calls/task':>12}  modes n/i/s/c        reproduced/flagged"]
     for r, v in rows.items():
@@ -112,6 +226,26 @@ def format_table(payload: dict) -> str:
                      + f"{v['final_success']:>8.1f} ± {v['final_success_std']:<4.1f}{v['final_calls_per_task']:>10.2f}"
                      f"  {modes:<20} {p['reproduced']}/{p['flagged']}")
     return "\n".join(lines)
+
+
+def format_summary(combined: dict) -> str:
+    suites = list(combined["suites"])
+    lines = [f"Anti-Persistence, final held-out success (%) per suite — {combined['backbone']}; "
+             f"mean over seeds {combined['seeds']}",
+             f"{'row':<20}" + "".join(f"{s:>9}" for s in suites) + f"{'mean':>9}"]
+    for r, v in combined["summary"].items():
+        lines.append(f"{r:<20}" + "".join(f"{v['by_suite'][s]:>9.1f}" for s in suites) + f"{v['mean']:>9.1f}")
+    return "\n".join(lines)
+
+
+def _finite(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def plot_success(payload: dict, path: str | Path) -> None:
@@ -135,7 +269,7 @@ def plot_success(payload: dict, path: str | Path) -> None:
             ax.fill_between(x, y - s, y + s, alpha=0.15)
     ax.set_xlabel("self-improvement iteration")
     ax.set_ylabel("held-out success (%)")
-    ax.set_title(f"Held-out success by iteration — {payload['backbone']}", fontsize=9)
+    ax.set_title(f"Held-out success by iteration, suite {payload['suite']} — {payload['backbone']}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()

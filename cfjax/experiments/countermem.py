@@ -56,7 +56,8 @@ from cfjax.kernels import dqn
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import Backbone
 from cfjax.llm.scripted import stable_seed
-from cfjax.domains.base import TRANSFER_CONDITIONS, Splits, Suite, Task, transfer_condition
+from cfjax.domains.base import TRANSFER_CONDITIONS, Suite, transfer_condition
+from cfjax.types import Splits, Task
 from cfjax.infra.cache import CachedWorld
 
 __all__ = ["ROWS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS", "expand_rows", "row_metrics", "run_unit",
@@ -147,7 +148,7 @@ class UnitContext:
     episodes: dict[str, list[Episode]] = field(default_factory=dict)
 
     def agent(self, store: MemoryStore | None, config: CounterMemConfig | None = None, retriever=None) -> Agent:
-        return Agent(self.backbone, self.world, config or self.config, store=store, schemas=dict(self.suite.envs()),
+        return Agent(self.backbone, self.world, config or self.config, store=store, envs=dict(self.suite.envs()),
                      edits=self.suite.edits, retriever=retriever)
 
     def run_rows(self, name: str, fn: Callable[[int, Task, Ledger], Episode], *, memory: bool) -> dict:
@@ -237,7 +238,7 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     world = CachedWorld(suite.world(**suite_world_kwargs(suite, config)))
     source_envs = {t.env_id for t in splits.build}
     ctx = UnitContext(suite, splits, world, backbone, config, seed, threads,
-                      {t.task_id: transfer_condition(t, source_envs) for t in splits.eval}, progress)
+                      {t.task_id: transfer_condition(t, suite.answer_key(t.task_id), source_envs) for t in splits.eval}, progress)
     res: dict = {"suite": suite.name, "seed": seed, "rows": {}, "groups": {}, "timing": {}}
 
     def timed(key: str, t: float) -> None:
@@ -245,11 +246,11 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
 
     # --- the full method: construct, freeze, train the selector (Algorithm 1)
     t = time.perf_counter()
-    store = MemoryStore(config.store, config.retrieval)
+    store = MemoryStore(config.store, config.retrieval, edits=suite.edits)
     agent = ctx.agent(store)
     construct(agent, splits.build, seed=seed, progress=progress)
     params, tlog, _ = train_selector(agent, splits.train, splits.val, seed=seed, progress=progress)
-    greedy = _greedy_policy(dqn.make_selector(config.dqn), params)
+    greedy = _greedy_policy(dqn.jit_selector(dqn.make_dqn(config.dqn)), params)
     res["store"] = dict(store.summary())
     if out_dir is not None:
         from cfjax.infra.checkpoint import save_params
@@ -274,7 +275,8 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         t = time.perf_counter()
         jl = B.JudgeLog()
         res["rows"]["best_of_n"] = ctx.run_rows("best_of_n", lambda e, tk, led: B.best_of_n_episode(
-            tk, backbone=backbone, world=world, config=config, n=ex.best_of_n, ledger=led, episode=e, judge_log=jl),
+            tk, backbone=backbone, world=world, config=config, n=ex.best_of_n, edits=suite.edits, ledger=led, episode=e,
+            judge_log=jl),
             memory=False)
         res["rows"]["best_of_n"]["judge"] = {"calls": jl.calls, "parse_failures": jl.parse_failures,
                                               "failed_replies": jl.failed_replies}
@@ -282,7 +284,7 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
 
     if "expel" in rows:
         t = time.perf_counter()
-        mem = B.build_expel(list(splits.build), backbone=backbone, world=world, config=config,
+        mem = B.build_expel(list(splits.build), backbone=backbone, world=world, config=config, edits=suite.edits,
                             ledger=Ledger("expel/build"), episode0=_EP_BUILD)
         res["rows"]["expel"] = ctx.run_rows("expel", lambda e, tk, led: B.expel_episode(
             tk, backbone=backbone, world=world, config=config, memory=mem, edits=suite.edits, ledger=led,
@@ -293,12 +295,12 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     if "cf_without_wm" in rows:
         t = time.perf_counter()
         cfg_u = dataclasses.replace(config, generator=dataclasses.replace(config.generator, verify=False))
-        st_u = MemoryStore(cfg_u.store, cfg_u.retrieval)
+        st_u = MemoryStore(cfg_u.store, cfg_u.retrieval, edits=suite.edits)
         ag_u = ctx.agent(st_u, cfg_u)
         construct(ag_u, splits.build, seed=seed, progress=progress)
         p_u, _, _ = train_selector(ag_u, splits.train, splits.val, seed=seed, progress=progress)
         res["rows"]["cf_without_wm"] = ctx.agent_rows("cf_without_wm", ag_u,
-                                                      _greedy_policy(dqn.make_selector(config.dqn), p_u), memory=True)
+                                                      _greedy_policy(dqn.jit_selector(dqn.make_dqn(config.dqn)), p_u), memory=True)
         res["rows"]["cf_without_wm"]["records"] = len(st_u)
         timed("cf_without_wm", t)
 
@@ -327,7 +329,7 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         for rule in RETENTION_RULES:
             cfg_r = dataclasses.replace(config, store=dataclasses.replace(
                 config.store, capacity=cap, retention=rule, seed=seed))
-            st_r = MemoryStore(cfg_r.store, cfg_r.retrieval)
+            st_r = MemoryStore(cfg_r.store, cfg_r.retrieval, edits=suite.edits)
             construct(ctx.agent(st_r, cfg_r), splits.build, seed=seed, progress=progress)
             m = ctx.agent_rows(f"retention_{rule}", ctx.agent(st_r, cfg_r), greedy, memory=True)
             m["records"] = len(st_r)
@@ -358,7 +360,7 @@ def _accumulation(ctx: UnitContext, greedy: Policy, seed: int) -> dict:
     stream = list(ctx.splits.build) + list(ctx.splits.train)
     random.Random(seed).shuffle(stream)
     marks = sorted(set(cfg.experiment.accumulation_checkpoints))
-    store = MemoryStore(cfg.store, cfg.retrieval)
+    store = MemoryStore(cfg.store, cfg.retrieval, edits=ctx.suite.edits)
     agent = ctx.agent(store)
     rng = random.Random(seed)
     ledger = Ledger("accumulation/build")
@@ -372,7 +374,7 @@ def _accumulation(ctx: UnitContext, greedy: Policy, seed: int) -> dict:
             agent.run_episode(stream[done], policy, ledger, episode=_EP_BUILD + 500_000 + done, construct=True,
                               rng=rng)
             done += 1
-        snap = MemoryStore.from_payload(store.to_payload())
+        snap = MemoryStore.from_payload(store.to_payload(), ctx.suite.edits)
         snap.freeze()
         m = ctx.agent_rows(f"accumulation_{n}", ctx.agent(snap), greedy, memory=True)
         m["records"] = len(snap)
@@ -382,8 +384,8 @@ def _accumulation(ctx: UnitContext, greedy: Policy, seed: int) -> dict:
 
 
 def suite_world_kwargs(suite: Suite, config: CounterMemConfig) -> dict:
-    """World options from the config (the SQL timeout is the only one today)."""
-    return {"timeout_s": config.sql_timeout_s} if suite.name == "sql" else {}
+    """World options from the config: every world takes a wall-clock ``timeout_s`` per check."""
+    return {"timeout_s": config.world_timeout_s}
 
 
 def finite(obj):

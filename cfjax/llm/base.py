@@ -54,7 +54,7 @@ class TextBackbone(ABC):
     def draft_action(self, req: DraftRequest) -> DraftResult:
         prompt = prompts.render_draft(req)
         c = self._complete(prompts.DRAFT_ACTION, prompt, req)
-        return DraftResult(prompts.parse_action(c.text), c.usage, c.text)
+        return DraftResult(prompts.parse_action(c.text), c.usage, c.text, prompts.parse_applied(c.text))
 
     def generate_local_alternatives(self, req: AlternativesRequest) -> AlternativesResult:
         prompt = prompts.render_alternatives(req)

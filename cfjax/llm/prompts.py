@@ -15,13 +15,12 @@ vocabulary.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cfjax.llm.base import (AlternativesRequest, Attempt, DistilRequest, DraftRequest, InsightRequest,
-                                JudgeRequest, ReviseRequest)
-    from cfjax.domains.base import Task
+    from cfjax.types import (AlternativesRequest, Attempt, DistilRequest, DraftRequest, InsightRequest, JudgeRequest,
+                             MemoryText, ReviseRequest, Task)
 
 __all__ = [
     "DRAFT_ACTION",
@@ -47,6 +46,13 @@ __all__ = [
     "render_insight",
     "parse_lesson",
     "render_lesson",
+    "render_memory",
+    "render_attrs",
+    "MEMORY_HEADERS",
+    "parse_edit_line",
+    "render_rule",
+    "parse_rule_lines",
+    "parse_applied",
 ]
 
 DRAFT_ACTION = "DRAFT_ACTION"
@@ -169,12 +175,30 @@ def _noun(task: "Task") -> str:
     return DOMAINS.get(task.domain, DOMAINS["sql"])[1]
 
 
+#: header each kind of :class:`~cfjax.types.MemoryText` is shown under, and the limit field of its text
+MEMORY_HEADERS: dict[str, tuple[str, str]] = {
+    "record": ("A stored correction from an earlier task", "record"),
+    "lesson": ("A lesson from an earlier task (unchecked)", "record"),
+    "guidance": ("Guidance synthesized for this task from past trajectories", "trajectory"),
+    "trajectories": ("Records of similar past tasks", "trajectory"),
+}
+
+
+def render_memory(memory: "MemoryText") -> str:
+    """One piece of memory under its kind's header (every backbone sees it this way)."""
+    header, limit = MEMORY_HEADERS[memory.kind]
+    return f"### {header}\n{truncate(memory.text, limit)}\n\n"
+
+
 def render_draft(req: "DraftRequest") -> str:
     t = req.task
+    mem = render_memory(req.memory) if req.memory is not None else ""
+    follow = ("Use the guidance above only where it applies to this task; if you follow RULE lines, add a "
+              "line APPLIED: <their ids>. " if req.memory is not None else "")
     return (
         f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
-        f"{truncate(t.context, 'context')}\n\n### Earlier attempts\n{_history_text(req.history)}\n\n"
-        "### Instructions\nWrite one action that answers the task. Reply with\n"
+        f"{truncate(t.context, 'context')}\n\n### Earlier attempts\n{_history_text(req.history)}\n\n{mem}"
+        f"### Instructions\n{follow}Write one action that answers the task. Reply with\n"
         f"ACTION:\n```{_fence(t)}\n<your {_noun(t)}>\n```"
     )
 
@@ -206,8 +230,29 @@ def render_distil(req: "DistilRequest") -> str:
         "checkable and it must be able to be FALSE for a task that looks similar. Write \"none\" only "
         "if no such requirement exists.>\n"
         "Conditions use: question contains \"<phrase>\", <attribute> = \"<value>\", <attribute> != "
-        "\"<value>\", has <attribute>, combined with and / or / not and parentheses."
+        "\"<value>\", has <attribute>, combined with and / or / not and parentheses.\n"
+        f"Attributes a new task is described by (name = value for this task):\n{render_attrs(t.attrs)}"
     )
+
+
+def render_attrs(attrs: "Mapping[str, Any]") -> str:
+    """The observable attribute vocabulary a condition may use, with this task's values (not the question,
+    which conditions test with ``question contains``)."""
+    lines = []
+    for k in sorted(attrs):
+        if k == "question":
+            continue
+        v = attrs[k]
+        if isinstance(v, (tuple, list)):
+            v = ", ".join(f'"{x}"' for x in v)
+            lines.append(f"  {k} = [{v}]")
+        elif isinstance(v, bool):
+            lines.append(f"  {k} = {str(v).lower()}")
+        elif isinstance(v, (int, float)):
+            lines.append(f"  {k} = {v}")
+        else:
+            lines.append(f'  {k} = "{v}"')
+    return "\n".join(lines) if lines else "  (none)"
 
 
 def render_revise(req: "ReviseRequest") -> str:
@@ -216,8 +261,8 @@ def render_revise(req: "ReviseRequest") -> str:
         f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
         f"{truncate(t.context, 'context')}\n\n### Earlier attempts\n{_history_text(req.history)}\n\n"
         f"### Draft action\n{truncate(req.draft, 'action')}\n\n"
-        f"### A stored correction from an earlier task\n{truncate(req.record_text, 'record')}\n\n"
-        "### Instructions\nRevise the draft only if the correction is useful here; otherwise return "
+        f"{render_memory(req.memory)}"
+        f"### Instructions\nRevise the draft only if the {req.memory.kind} is useful here; otherwise return "
         f"the draft unchanged. Reply with\nACTION:\n```{_fence(t)}\n<your {_noun(t)}>\n```"
     )
 
@@ -286,6 +331,43 @@ def parse_lesson(text: str) -> str:
 def render_lesson(lesson: str) -> str:
     """How an ExpeL lesson is shown to REVISE_WITH_RECORD (no condition, no evidence: none was checked)."""
     return truncate(f"LESSON (from an earlier task, unchecked): {lesson}", "record")
+
+
+# --------------------------------------------------------------------------- machine-readable memory lines
+
+_EDIT_LINE_RE = re.compile(r"^\s*EDIT:\s*(.*?)\s+->\s+(.*?)\s*$", re.M)
+_RULE_RE = re.compile(
+    r'^RULE (\S+): (?:ALWAYS|WHEN question contains "([^"]*)") REPLACE `([^`]*)` WITH `([^`]*)`\s*$', re.M)
+
+
+def parse_edit_line(text: str) -> tuple[str, str] | None:
+    """The ``(before, after)`` of the first ``EDIT: <unit before> -> <unit after>`` line of a record or
+    lesson, or ``None``."""
+    m = _EDIT_LINE_RE.search(text)
+    return (m.group(1).strip(), m.group(2).strip()) if m else None
+
+
+def render_rule(rule_id: str, cue: str | None, before: str, after: str) -> str:
+    """One guidance rule line: ``RULE <id>: ALWAYS|WHEN question contains "<cue>" REPLACE `b` WITH `a```."""
+    when = "ALWAYS" if cue is None else f'WHEN question contains "{cue}"'
+    return f"RULE {rule_id}: {when} REPLACE `{before}` WITH `{after}`"
+
+
+_APPLIED_RE = re.compile(r"^\s*APPLIED:[ \t]*(.*?)\s*$", re.M)
+
+
+def parse_applied(text: str) -> tuple[str, ...]:
+    """Rule ids of an ``APPLIED: r1, r2`` line (the guidance rules a reply says it followed)."""
+    m = _APPLIED_RE.search(text)
+    if not m:
+        return ()
+    return tuple(x for x in (p.strip() for p in m.group(1).split(",")) if x and x.lower() != "none")
+
+
+def parse_rule_lines(text: str) -> list[tuple[str, str | None, str, str]]:
+    """``(rule_id, cue or None, before, after)`` of every RULE line; other lines are ignored."""
+    return [(m.group(1), m.group(2) if m.group(2) is not None else None, m.group(3), m.group(4))
+            for m in _RULE_RE.finditer(text)]
 
 
 _FENCE_RE = re.compile(r"```(?:[a-zA-Z0-9_+-]*)\s*\n(.*?)```", re.S)

@@ -78,23 +78,13 @@ from __future__ import annotations
 import hashlib
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cfjax.llm import prompts
-from cfjax.llm.base import (
-    AlternativesRequest,
-    Completion,
-    DistilRequest,
-    DraftRequest,
-    InsightRequest,
-    JudgeRequest,
-    ReviseRequest,
-    TextBackbone,
-    Usage,
-)
-from cfjax.domains.base import Task
+from cfjax.llm.base import TextBackbone
+from cfjax.types import (AlternativesRequest, Completion, DistilRequest, DraftRequest, EditError, EditModel,
+                         InsightRequest, JudgeRequest, MemoryText, ReviseRequest, Task, Usage)
 
 __all__ = ["ScriptedConfig", "ScriptedDomain", "ScriptedBackbone", "SCRIPTED_LABEL", "stable_seed"]
 
@@ -122,10 +112,13 @@ class ScriptedConfig:
     p_condition_surface: float = 0.25
     p_ignore_record: float = 0.1
     p_judge_random: float = 0.2
+    p_follow_guidance: float = 0.9  # follows an applicable guidance rule (Anti-Persistence, App. B.1)
+    p_pick_up_factual: float = 0.5  # picks a noted pattern up from raw past records (mode none)
 
     def __post_init__(self) -> None:
         for name in ("p_error", "p_error_look_alike", "p_noise", "retry_factor", "p_propose_fix",
-                     "p_condition_semantic", "p_condition_surface", "p_ignore_record", "p_judge_random"):
+                     "p_condition_semantic", "p_condition_surface", "p_ignore_record", "p_judge_random",
+                     "p_follow_guidance", "p_pick_up_factual"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"ScriptedConfig.{name} must be in [0, 1], got {v}")
@@ -139,18 +132,26 @@ def stable_seed(*parts: object) -> int:
 
 
 class ScriptedDomain(ABC):
-    """What the scripted backbone knows of one domain: its edit model and its error model.
+    """What the scripted backbone knows of one domain: the edit model, plus the *competence
+    interface* the domain's world exposes to a simulator (and to nothing else).
 
-    Subclasses set :attr:`edits`, :attr:`errors` (family → ``(slip on base and
-    new-surface tasks, slip on look-alike tasks, ((extra slip, weight), ...))``)
-    and :attr:`semantic_keys`, and implement :meth:`slip`. Every slip changes
-    exactly one decision unit of the action.
+    The driver (:class:`ScriptedBackbone`) never reads an answer key. It makes
+    its documented competence draws from its own seeded generator and asks
+    the domain, which holds the keys, only through two calls:
+
+    * :meth:`draft` — the action a model of this competence writes on attempt
+      ``attempt`` (the domain's error table, drawn with ``rng``);
+    * :meth:`true_fixes` — the one-unit fixes of an action that a model
+      *knows* once the driver's ``p_propose_fix`` draw succeeded.
+
+    Everything else (:meth:`env`, :meth:`unit_kind_name`,
+    :meth:`semantic_condition`, :meth:`broad_condition`) reads only what the
+    prompt shows: the task's question, context and observable attributes.
     """
 
     edits: EditModel
-    errors: Mapping[str, tuple[str, str, tuple[tuple[str, float], ...]]] = {}
-    #: task attributes that carry the question's semantics; the first present one
-    #: becomes a *semantic* condition
+    #: observable attributes that carry the question's semantics; the first present one becomes a
+    #: *semantic* condition (the DISTIL_RECORD prompt lists every attribute with its value)
     semantic_keys: tuple[str, ...] = ()
     name: str = "abstract"
 
@@ -159,8 +160,14 @@ class ScriptedDomain(ABC):
         return None
 
     @abstractmethod
-    def slip(self, name: str, action: str, task: Task, rng: random.Random) -> str | None:
-        """``action`` after the one-unit slip ``name``, or ``None`` when it does not apply."""
+    def draft(self, task: Task, attempt: int, rng: random.Random, config: "ScriptedConfig") -> str:
+        """The memory-free draft of a model with ``config``'s competence (world side: reads the key)."""
+
+    @abstractmethod
+    def true_fixes(self, task: Task, action: str) -> dict[int, str]:
+        """``unit index → correct unit text`` for every unit of ``action`` that differs from a correct
+        action of the same unit structure (empty when the structures differ). Raises
+        :class:`~cfjax.types.EditError` when ``action`` does not parse."""
 
     def unit_kind_name(self, unit_text: str) -> str:
         """How a distilled situation names the kind of a unit."""
@@ -198,7 +205,10 @@ class ScriptedBackbone(TextBackbone):
 
     def _complete(self, kind: str, prompt: str, req: object) -> Completion:
         if kind == prompts.DRAFT_ACTION:
-            text = prompts.format_action(self._draft(req), req.task.domain)  # type: ignore[attr-defined]
+            action, applied = self._draft(req)  # type: ignore[arg-type]
+            text = prompts.format_action(action, req.task.domain)  # type: ignore[attr-defined]
+            if applied:
+                text += "\nAPPLIED: " + ", ".join(applied)
         elif kind == prompts.GENERATE_LOCAL_ALTERNATIVES:
             text = self._alternatives(req)  # type: ignore[arg-type]
         elif kind == prompts.DISTIL_RECORD:
@@ -214,19 +224,13 @@ class ScriptedBackbone(TextBackbone):
         return Completion(text, Usage(prompts.count_tokens(prompt), prompts.count_tokens(text)))
 
     # ------------------------------------------------------------------ drafts
-    def _draft(self, req: DraftRequest) -> str:
+    def _draft(self, req: DraftRequest) -> tuple[str, tuple[str, ...]]:
         c = self.config
         task = req.task
         ed = self.edits
         attempt = len(req.history)
         rng = self._rng("draft", task.task_id, req.episode, attempt, req.sample)
-        action = ed.normalize(task.gold)
-        main, look, extra = self.domain.errors.get(task.family, ("", "", ()))
-        plan = [(look, c.p_error_look_alike)] if task.variant == "look_alike" else [(main, c.p_error)]
-        plan += [(name, c.p_error * w) for name, w in extra if task.variant != "look_alike"]
-        for name, p in plan:
-            if name and rng.random() < p * c.retry_factor**attempt:
-                action = self.domain.slip(name, action, task, rng) or action
+        action = self.domain.draft(task, attempt, rng, c)
         if rng.random() < c.p_noise:
             edits = ed.rule_edits(action, self.domain.env(task))
             if edits:
@@ -235,7 +239,34 @@ class ScriptedBackbone(TextBackbone):
                     action = ed.replace_unit(action, i, new)
                 except EditError:
                     pass
-        return action
+        if req.memory is None:
+            return action, ()
+        return self._follow_rules(req.memory, task, action, rng)
+
+    def _follow_rules(self, memory: MemoryText, task: Task, action: str, rng: random.Random
+                      ) -> tuple[str, tuple[str, ...]]:
+        """Carry the applicable ``RULE`` lines of guidance onto ``action`` (in order).
+
+        A rule applies when it is ``ALWAYS`` or its cue phrase occurs in the
+        question; it is followed with ``p_follow_guidance`` (times
+        ``p_pick_up_factual`` when the lines are notes under raw past records)
+        and carried by the domain's :meth:`~cfjax.types.EditModel.transfer`
+        (its resolver adapts identifiers to this environment).
+        """
+        c = self.config
+        p = c.p_follow_guidance * (c.p_pick_up_factual if memory.kind == "trajectories" else 1.0)
+        applied = []
+        q = task.question.lower()
+        for rule_id, cue, before, after in prompts.parse_rule_lines(memory.text):
+            if cue is not None and cue.lower() not in q:
+                continue
+            if rng.random() >= p:
+                continue
+            moved = self.edits.transfer(before, after, action, self.domain.env(task))
+            if moved is not None and moved != action:
+                action = moved
+                applied.append(rule_id)
+        return action, tuple(applied)
 
     # ------------------------------------------------------------------ Module I
     def _alternatives(self, req: AlternativesRequest) -> str:
@@ -244,21 +275,20 @@ class ScriptedBackbone(TextBackbone):
         rng = self._rng("alternatives", req.task.task_id, req.episode, req.action)
         lines: list[str] = []
         try:
-            mine = ed.units(req.action)
-            gold = ed.units(ed.normalize(req.task.gold))
+            fixes = self.domain.true_fixes(req.task, req.action)  # competence interface (world side)
         except EditError:
             return "EDIT: (the action does not parse; no local edit proposed)"
-        wrong = [i for i, (a, b) in enumerate(zip(mine, gold)) if a.kind == b.kind and a.text != b.text]
-        if len(mine) == len(gold) and wrong and rng.random() < c.p_propose_fix:
+        wrong = sorted(fixes)
+        if wrong and rng.random() < c.p_propose_fix:
             i = rng.choice(wrong)
-            lines.append(f"EDIT: REPLACE [{i}] WITH {gold[i].text}")
+            lines.append(f"EDIT: REPLACE [{i}] WITH {fixes[i]}")
         rules = ed.rule_edits(req.action, self.domain.env(req.task))
         rng.shuffle(rules)
         n_wrong = 0
         for i, text in rules:
             if n_wrong >= c.n_wrong_proposals or len(lines) >= req.k:
                 break
-            if i < len(gold) and len(mine) == len(gold) and gold[i].text == text:
+            if fixes.get(i) == text:
                 continue  # a wrong proposal must be wrong
             lines.append(f"EDIT: REPLACE [{i}] WITH {text}")
             n_wrong += 1
@@ -287,8 +317,10 @@ class ScriptedBackbone(TextBackbone):
 
     # ------------------------------------------------------------------ Module III
     def _revise(self, req: ReviseRequest) -> str:
-        rng = self._rng("revise", req.task.task_id, req.episode, len(req.history), req.sample, req.record_text)
-        edit = _record_edit(req.record_text)
+        rng = self._rng("revise", req.task.task_id, req.episode, len(req.history), req.sample, req.memory.text)
+        if req.memory.kind in ("guidance", "trajectories"):
+            return self._follow_rules(req.memory, req.task, req.draft, rng)[0]
+        edit = prompts.parse_edit_line(req.memory.text)
         if edit is None or rng.random() < self.config.p_ignore_record:
             return req.draft
         before, after = edit
@@ -345,13 +377,5 @@ class ScriptedBackbone(TextBackbone):
         i, new = rules[rng.randrange(len(rules))]
         return (f"LESSON: {when}, `{units[i].text}` was part of a failed attempt; try `{new}`.\n"
                 f"EDIT: {units[i].text} -> {new}")
-
-
-def _record_edit(record_text: str) -> tuple[str, str] | None:
-    for line in record_text.splitlines():
-        if line.startswith("EDIT:") and " -> " in line:
-            before, after = line[len("EDIT:"):].split(" -> ", 1)
-            return before.strip(), after.strip()
-    return None
 
 

@@ -38,8 +38,11 @@ from __future__ import annotations
 
 import random
 
-from cfjax.llm.scripted import ScriptedDomain
-from cfjax.domains.base import Task
+from collections.abc import Mapping
+
+from cfjax.domains.base import KeyedErrorModel
+from cfjax.types import AnswerKey
+from cfjax.types import Task
 from cfjax.domains.python.edits import PythonEdits
 
 __all__ = ["PyScript", "ERRORS", "SEMANTIC_KEY_ORDER"]
@@ -62,14 +65,15 @@ SEMANTIC_KEY_ORDER = ("range_end", "boundary", "division", "missing", "order", "
                       "absent_key")
 
 
-class PyScript(ScriptedDomain):
+class PyScript(KeyedErrorModel):
     """The Python error model (the table of the module docstring)."""
 
     name = "python"
     errors = ERRORS
     semantic_keys = SEMANTIC_KEY_ORDER
 
-    def __init__(self) -> None:
+    def __init__(self, keys: Mapping[str, AnswerKey]) -> None:
+        super().__init__(keys)
         self.edits = PythonEdits()
 
     def slip(self, name: str, action: str, task: Task, rng: random.Random) -> str | None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cfjax.infra.io import atomic_write_text
-from cfjax.domains.base import Suite, Task
+from cfjax.domains.base import Suite
+from cfjax.types import AnswerKey, Task
 from cfjax.domains.python.script import ERRORS, PyScript
 from cfjax.domains.python.tasks import (FAMILIES, LEXICON, REPOS, SEMANTIC_KEYS, VARIANTS, Repo, make_tasks,
                                        observe_attrs)
@@ -39,14 +40,16 @@ class PyBugsSuite(Suite):
 
     root: Path
     tasks: tuple[Task, ...]
+    keys: dict[str, AnswerKey]
 
     @classmethod
     def build(cls, root: str | Path, *, task_seed: int = 0) -> "PyBugsSuite":
         """Generate the tasks and write their test files under ``root`` (idempotent: a file
         is only rewritten, atomically, when its content differs)."""
         root = Path(root)
-        tasks = []
-        for task, source in make_tasks(task_seed):
+        tasks, keys = [], {}
+        for task, key, source in make_tasks(task_seed):
+            keys[task.task_id] = key
             path = task_test_path(root / "tests", task.task_id)
             try:
                 same = path.read_text(encoding="utf-8") == source
@@ -56,20 +59,21 @@ class PyBugsSuite(Suite):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_text(path, source)
             tasks.append(task)
-        return cls(root, tuple(tasks))
+        return cls(root, tuple(tasks), keys)
 
     @classmethod
     def open(cls, root: str | Path, *, task_seed: int = 0) -> "PyBugsSuite":
         """The suite over test files :meth:`build` already wrote under ``root`` (read-only;
         safe to call from several processes at once)."""
         root = Path(root)
-        tasks = []
-        for task, _ in make_tasks(task_seed):
+        tasks, keys = [], {}
+        for task, key, _ in make_tasks(task_seed):
+            keys[task.task_id] = key
             path = task_test_path(root / "tests", task.task_id)
             if not path.is_file():
                 raise FileNotFoundError(f"no test file {path}; create the suite with PyBugsSuite.build({str(root)!r})")
             tasks.append(task)
-        return cls(root, tuple(tasks))
+        return cls(root, tuple(tasks), keys)
 
     @property
     def tests_root(self) -> Path:
@@ -82,7 +86,7 @@ class PyBugsSuite(Suite):
         """A :class:`~cfjax.domains.python.world.PytestWorld` over this suite's test files."""
         from cfjax.domains.python.world import PytestWorld
 
-        return PytestWorld(self.tests_root, **kwargs)
+        return PytestWorld(self.tests_root, self.keys, **kwargs)
 
     def envs(self) -> dict[str, None]:
         return {r.env_id: None for r in REPOS}
@@ -94,4 +98,4 @@ class PyBugsSuite(Suite):
         return PythonEdits()
 
     def scripted_domain(self) -> PyScript:
-        return PyScript()
+        return PyScript(self.keys)

@@ -43,7 +43,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cfjax.domains.base import Task, match_cues
+from cfjax.domains.base import match_cues
+from cfjax.types import AnswerKey, Task
 
 __all__ = ["FAMILIES", "VARIANTS", "LEXICON", "SEMANTIC_KEYS", "REPOS", "Repo", "observe_attrs", "make_tasks",
            "render_tests", "TaskSpec"]
@@ -566,9 +567,9 @@ def make_specs(repo: Repo, env_index: int, seed: int = 0) -> list[tuple[str, Tas
     return out
 
 
-def make_tasks(seed: int = 0, repos: tuple[Repo, ...] = REPOS) -> list[tuple[Task, str]]:
-    """Every task with the text of its test file, deterministic for ``seed``."""
-    out: list[tuple[Task, str]] = []
+def make_tasks(seed: int = 0, repos: tuple[Repo, ...] = REPOS) -> list[tuple[Task, AnswerKey, str]]:
+    """Every task with its answer key and the text of its test file, deterministic for ``seed``."""
+    out: list[tuple[Task, AnswerKey, str]] = []
     for i, repo in enumerate(repos):
         for tid, spec in make_specs(repo, i, seed):
             fn_node = ast.parse(spec.gold).body[0]
@@ -576,7 +577,6 @@ def make_tasks(seed: int = 0, repos: tuple[Repo, ...] = REPOS) -> list[tuple[Tas
             ret = ast.unparse(fn_node.returns) if fn_node.returns is not None else "None"
             attrs = observe_attrs(spec.question, env=repo.env_id, function=spec.function, params=params,
                                   return_type=ret)
-            task = Task(tid, spec.question, repo.env_id, spec.gold, _context(repo, spec.signature), attrs,
-                        spec.family, spec.variant, ordered=False, domain="python")
-            out.append((task, render_tests(spec, tid)))
+            task = Task(tid, spec.question, repo.env_id, _context(repo, spec.signature), attrs, domain="python")
+            out.append((task, AnswerKey(tid, spec.gold, spec.family, spec.variant), render_tests(spec, tid)))
     return out

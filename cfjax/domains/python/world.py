@@ -124,9 +124,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-from cfjax.domains.base import Task
+from cfjax.types import AnswerKey, Task
 from cfjax.types import Outcome
 from cfjax.domains.python.edits import entry_name
 
@@ -173,7 +174,7 @@ class PytestWorld:
       max_action_chars: longer actions are refused (``error="too_large"``).
     """
 
-    def __init__(self, tests_root: str | Path, *, timeout_s: float = 2.0, memory_mb: int = 512,
+    def __init__(self, tests_root: str | Path, keys: Mapping[str, AnswerKey], *, timeout_s: float = 2.0, memory_mb: int = 512,
                  cpu_s: int | None = None, fsize_mb: float = 1.0, nofile: int = 64, runner: str = "harness",
                  python: str | None = None, scratch_root: str | Path | None = None,
                  max_action_chars: int = 100_000) -> None:
@@ -182,6 +183,7 @@ class PytestWorld:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.tests_root = Path(tests_root)
+        self._keys = dict(keys)
         self.timeout_s = float(timeout_s)
         self.memory_mb = int(memory_mb)
         self.cpu_s = int(cpu_s) if cpu_s is not None else int(math.ceil(self.timeout_s)) + 1
@@ -218,7 +220,10 @@ class PytestWorld:
         except (MemoryError, RecursionError) as e:
             return done(0.0, False, True, f"the action is too deeply nested to parse ({type(e).__name__})",
                         "syntax_error")
-        name = entry_name(task.gold)
+        key = self._keys.get(task.task_id)
+        if key is None:
+            raise ValueError(f"the Python world has no answer key for task {task.task_id!r}")
+        name = entry_name(key.gold)
         if name is not None and not _defines(tree, name):
             return done(0.0, False, True, f"the action does not define the function `{name}`", "missing_function")
         return self._run(test_src, action, done)

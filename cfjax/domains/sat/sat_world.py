@@ -89,7 +89,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cfjax.domains.base import Task
+from cfjax.types import Task
 from cfjax.types import Outcome
 
 __all__ = [

@@ -43,8 +43,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from cfjax.llm.scripted import ScriptedDomain
-from cfjax.domains.base import Task
+from cfjax.domains.base import KeyedErrorModel
+from cfjax.types import AnswerKey
+from cfjax.types import Task
 from cfjax.types import EditError
 from cfjax.domains.sat.sat_world import Card, Formula, Line, parse_line, print_line
 from cfjax.domains.sat.edits import SatSmtEdits, is_smt
@@ -135,7 +136,7 @@ def _smt_slip(name: str, text: str) -> str | None:
     return None
 
 
-class SatScript(ScriptedDomain):
+class SatScript(KeyedErrorModel):
     """The SAT/SMT error model (the table of the module docstring).
 
     Args:
@@ -146,7 +147,8 @@ class SatScript(ScriptedDomain):
     errors = ERRORS
     semantic_keys = SEMANTIC_KEYS
 
-    def __init__(self, instances: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, instances: Mapping[str, Any], keys: Mapping[str, AnswerKey]) -> None:
+        super().__init__(keys)
         self.instances = dict(instances or {})
         self.edits = SatSmtEdits()
 

@@ -58,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from cfjax.domains.base import Task
+from cfjax.types import Task
 from cfjax.types import Outcome
 
 __all__ = ["SMTInstance", "SMTWorld", "SmtError", "SExpr", "read_sexprs", "print_sexpr", "parse_commands",

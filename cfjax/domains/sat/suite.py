@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from cfjax.infra.io import atomic_write_text
-from cfjax.domains.base import Suite, Task
+from cfjax.domains.base import Suite
+from cfjax.types import AnswerKey, Task
 from cfjax.domains.sat.instances import INSTANCES, context_text
 from cfjax.domains.sat.tasks import FAMILIES, FAMILY_KEY, LEXICON, SAT_FAMILIES, SMT_FAMILIES, make_tasks, observe_attrs
 from cfjax.domains.sat.sat_world import SATInstance
@@ -59,16 +60,19 @@ class SATSuite(Suite):
     instances: dict[str, SATInstance | SMTInstance]
     tasks: tuple[Task, ...]
     rules: dict[str, tuple[dict, ...]]
+    keys: dict[str, AnswerKey]
 
     @staticmethod
     def _generate(instances, task_seed: int):
         tasks: list[Task] = []
+        keys: dict[str, AnswerKey] = {}
         rules: dict[str, dict[str, tuple[dict, ...]]] = {}
         for i, inst in enumerate(instances):
             gen = make_tasks(inst, seed=task_seed * 1000 + i)
             tasks.extend(g.task for g in gen)
+            keys.update((g.task.task_id, g.key) for g in gen)
             rules[inst.env_id] = {g.task.task_id: g.rules for g in gen}
-        return tasks, rules
+        return tasks, rules, keys
 
     @classmethod
     def build(cls, root: str | Path, *, task_seed: int = 0,
@@ -76,14 +80,14 @@ class SATSuite(Suite):
         """Write one ``<env_id>.json`` per instance under ``root`` (idempotent, atomic) and generate the tasks."""
         root = Path(root)
         root.mkdir(parents=True, exist_ok=True)
-        tasks, rules = cls._generate(instances, task_seed)
+        tasks, rules, keys = cls._generate(instances, task_seed)
         for inst in instances:
             path = root / f"{inst.env_id}.json"
             text = _file_text(inst, rules[inst.env_id])
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 atomic_write_text(path, text)
         return cls(root, {i.env_id: i for i in instances}, tuple(tasks),
-                   {k: v for r in rules.values() for k, v in r.items()})
+                   {k: v for r in rules.values() for k, v in r.items()}, keys)
 
     @classmethod
     def open(cls, root: str | Path, *, task_seed: int = 0,
@@ -104,13 +108,13 @@ class SATSuite(Suite):
                 raise ValueError(f"{path}: unknown format {doc.get('format')!r} (expected {FORMAT!r})")
             loaded.append(_load_instance(doc["instance"]))
             stored[env] = doc["rules"]
-        tasks, rules = cls._generate(loaded, task_seed)
+        tasks, rules, keys = cls._generate(loaded, task_seed)
         for env, r in rules.items():
             if {k: list(v) for k, v in r.items()} != stored[env]:
                 raise ValueError(f"{root / (env + '.json')}: its verifier rules differ from the generated tasks; "
                                  "rebuild the suite")
         return cls(root, {i.env_id: i for i in loaded}, tuple(tasks),
-                   {k: v for r in rules.values() for k, v in r.items()})
+                   {k: v for r in rules.values() for k, v in r.items()}, keys)
 
     def world(self, **kwargs):
         """A :class:`~cfjax.domains.sat.sat_world.SatSmtWorld` over this suite's instances and verifier rules."""
@@ -130,4 +134,4 @@ class SATSuite(Suite):
     def scripted_domain(self):
         from cfjax.domains.sat.script import SatScript
 
-        return SatScript(self.instances)
+        return SatScript(self.instances, self.keys)

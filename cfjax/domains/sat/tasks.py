@@ -50,7 +50,8 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cfjax.domains.base import Task, match_cues
+from cfjax.domains.base import match_cues
+from cfjax.types import AnswerKey, Task
 from cfjax.domains.sat.instances import context_text
 from cfjax.domains.sat.sat_world import SATInstance
 from cfjax.domains.sat.smt_world import SMTInstance
@@ -111,6 +112,7 @@ class GeneratedTask:
 
     task: Task
     rules: tuple[dict, ...]
+    key: AnswerKey
 
 
 class _Maker:
@@ -127,9 +129,8 @@ class _Maker:
         self.counter[family] = n + 1
         tid = f"sat/{self.inst.env_id}/{family}/{n:03d}"
         attrs = observe_attrs(question, env=self.inst.env_id, problem=self.inst.problem, solver=self.solver)
-        task = Task(tid, question, self.inst.env_id, "\n".join(gold), self.context, attrs, family, variant,
-                    False, self.solver)
-        self.out.append(GeneratedTask(task, tuple(rules)))
+        task = Task(tid, question, self.inst.env_id, self.context, attrs, self.solver)
+        self.out.append(GeneratedTask(task, tuple(rules), AnswerKey(tid, "\n".join(gold), family, variant)))
 
 
 PLAN = (("base", 4), ("look_alike", 3), ("new_surface", 3))

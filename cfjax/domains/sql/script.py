@@ -15,10 +15,10 @@ from sqlglot import exp
 
 from cfjax.domains.sql import edits as se
 from cfjax.domains.sql.edits import SQLEdits
-from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig, ScriptedDomain
-from cfjax.types import Task
+from cfjax.domains.base import KeyedErrorModel
+from cfjax.types import AnswerKey, Task
 
-__all__ = ["SQLScript", "ScriptedSQLBackbone", "ERRORS", "SEMANTIC_KEYS"]
+__all__ = ["SQLScript", "ERRORS", "SEMANTIC_KEYS"]
 
 # family → (error for base/new_surface, error for look_alike, [(extra error, weight)])
 ERRORS: dict[str, tuple[str, str, tuple[tuple[str, float], ...]]] = {
@@ -38,14 +38,15 @@ SEMANTIC_KEYS = ("boundary", "join_semantics", "cardinality", "null_semantics", 
                   "count_semantics", "order_direction")
 
 
-class SQLScript(ScriptedDomain):
+class SQLScript(KeyedErrorModel):
     """The SQL error model (the family table of the module docstring)."""
 
     name = "sql"
     errors = ERRORS
     semantic_keys = SEMANTIC_KEYS
 
-    def __init__(self, schemas: Mapping[str, se.SchemaLike]) -> None:
+    def __init__(self, schemas: Mapping[str, se.SchemaLike], keys: Mapping[str, AnswerKey]) -> None:
+        super().__init__(keys)
         self.schemas = dict(schemas)
         self.edits = SQLEdits()
 
@@ -69,21 +70,6 @@ class SQLScript(ScriptedDomain):
     def broad_condition(self, task: Task, rng: random.Random) -> str:
         ct = task.attrs.get("column_type")
         return f'column_type = "{ct}"' if ct and rng.random() < 0.5 else "none"
-
-
-class ScriptedSQLBackbone(ScriptedBackbone):
-    """The scripted backbone on the SQL suite.
-
-    Args:
-      schemas: ``env_id → DatabaseSpec`` (what a model reads from the schema
-        text; used for foreign keys and nullable columns).
-      config: the error model.
-    """
-
-    def __init__(self, schemas: Mapping[str, se.SchemaLike], config: ScriptedConfig = ScriptedConfig()) -> None:
-        super().__init__(SQLScript(schemas), config)
-        self.schemas = self.domain.schemas
-        self.name = f"scripted-sql(seed={config.seed})"
 
 
 def _unit_kind_name(unit: str) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cfjax.domains.base import Suite, Task
+from cfjax.domains.base import Suite
+from cfjax.types import AnswerKey, Task
 from cfjax.domains.sql.databases import DATABASES, DatabaseSpec, build_database, schema_text
 from cfjax.domains.sql.tasks import FAMILIES, LEXICON, make_tasks, observe_attrs
 
@@ -32,18 +33,19 @@ class SQLSuite(Suite):
     root: Path
     specs: dict[str, DatabaseSpec]
     tasks: tuple[Task, ...]
+    keys: dict[str, AnswerKey]
 
     @classmethod
     def build(cls, root: str | Path, *, task_seed: int = 0, databases: Sequence[DatabaseSpec] = DATABASES) -> "SQLSuite":
         """Generate the databases under ``root`` (idempotent) and the tasks."""
         root = Path(root)
         specs = {s.db_id: s for s in databases}
-        tasks: list[Task] = []
+        pairs = []
         for i, spec in enumerate(databases):
             path = root / f"{spec.db_id}.sqlite"
             build_database(spec, path)
-            tasks.extend(make_tasks(spec, path, seed=task_seed * 1000 + i))
-        return cls(root, specs, tuple(tasks))
+            pairs.extend(make_tasks(spec, path, seed=task_seed * 1000 + i))
+        return cls(root, specs, tuple(t for t, _ in pairs), {t.task_id: k for t, k in pairs})
 
     @classmethod
     def open(cls, root: str | Path, *, task_seed: int = 0, databases: Sequence[DatabaseSpec] = DATABASES) -> "SQLSuite":
@@ -51,13 +53,13 @@ class SQLSuite(Suite):
         from several processes at once)."""
         root = Path(root)
         specs = {s.db_id: s for s in databases}
-        tasks: list[Task] = []
+        pairs = []
         for i, spec in enumerate(databases):
             path = root / f"{spec.db_id}.sqlite"
             if not path.exists():
                 raise FileNotFoundError(f"no database {path}; create the suite with SQLSuite.build({str(root)!r})")
-            tasks.extend(make_tasks(spec, path, seed=task_seed * 1000 + i))
-        return cls(root, specs, tuple(tasks))
+            pairs.extend(make_tasks(spec, path, seed=task_seed * 1000 + i))
+        return cls(root, specs, tuple(t for t, _ in pairs), {t.task_id: k for t, k in pairs})
 
     @property
     def db_paths(self) -> dict[str, Path]:
@@ -67,7 +69,7 @@ class SQLSuite(Suite):
         """A :class:`~cfjax.domains.sql.world.SQLWorld` over this suite's databases."""
         from cfjax.domains.sql.world import SQLWorld
 
-        return SQLWorld(self.db_paths, **kwargs)
+        return SQLWorld(self.db_paths, self.keys, **kwargs)
 
     def envs(self) -> dict[str, DatabaseSpec]:
         return dict(self.specs)
@@ -81,4 +83,4 @@ class SQLSuite(Suite):
     def scripted_domain(self):
         from cfjax.domains.sql.script import SQLScript
 
-        return SQLScript(self.specs)
+        return SQLScript(self.specs, self.keys)

@@ -30,8 +30,9 @@ import re
 import sqlite3
 from pathlib import Path
 
-from cfjax.domains.base import Task, match_cues
+from cfjax.domains.base import match_cues
 from cfjax.domains.sql.databases import DatabaseSpec, schema_text
+from cfjax.types import AnswerKey, Task
 
 __all__ = ["LEXICON", "observe_attrs", "make_tasks", "FAMILIES"]
 
@@ -90,7 +91,7 @@ class _Maker:
         self.rng = random.Random(seed)
         self.con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
         self.context = schema_text(spec)
-        self.tasks: list[Task] = []
+        self.tasks: list[tuple[Task, AnswerKey]] = []
         self.counter: dict[str, int] = {}
 
     def values(self, table: str, col: str) -> list:
@@ -102,7 +103,8 @@ class _Maker:
         self.counter[family] = n + 1
         tid = f"sql/{self.spec.db_id}/{family}/{n:02d}"
         attrs = observe_attrs(question, env=self.spec.db_id, tables=tables, column_type=column_type)
-        self.tasks.append(Task(tid, question, self.spec.db_id, gold, self.context, attrs, family, variant, ordered))
+        self.tasks.append((Task(tid, question, self.spec.db_id, self.context, attrs, domain="sql"),
+                           AnswerKey(tid, gold, family, variant, ordered)))
 
     def threshold(self, table: str, col: str, k: int) -> list[int]:
         """k distinct thresholds that occur in the data, away from the extremes."""
@@ -111,8 +113,8 @@ class _Maker:
         return sorted(self.rng.sample(inner, min(k, len(inner))))
 
 
-def make_tasks(spec: DatabaseSpec, db_path: str | Path, seed: int = 0) -> list[Task]:
-    """All tasks of one database, deterministic for ``seed``."""
+def make_tasks(spec: DatabaseSpec, db_path: str | Path, seed: int = 0) -> list[tuple[Task, AnswerKey]]:
+    """All tasks of one database with their answer keys, deterministic for ``seed``."""
     m = _Maker(spec, Path(db_path), seed)
     try:
         _bounds(m)

@@ -44,7 +44,7 @@ programming/data error and raises.
 
 Result comparison
 -----------------
-The action's result is compared with the result of ``task.gold`` (run once
+The action's result is compared with the result of the gold query of the task's answer key (run once
 per task, cached):
 
 * **Columns**: the column *count* must match; column names are ignored.
@@ -91,7 +91,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfjax.domains.base import Task
+from cfjax.types import AnswerKey, Task
 from cfjax.types import Outcome
 
 __all__ = ["SQLWorld", "QueryResult", "QueryFailure", "split_statements"]
@@ -374,6 +374,8 @@ class SQLWorld:
     Args:
       databases: ``env_id -> path`` of each SQLite database file. Files are
         read once, read-only, into private in-memory copies.
+      keys: ``task_id -> AnswerKey`` (gold query, order sensitivity); only
+        the world reads them.
       timeout_s: wall-clock limit of one action's execution (including
         fetching its rows).
       max_rows: largest result an action may return; more rows give a failed
@@ -391,6 +393,7 @@ class SQLWorld:
     def __init__(
         self,
         databases: Mapping[str, str | Path],
+        keys: Mapping[str, AnswerKey],
         *,
         timeout_s: float = 2.0,
         max_rows: int = 10_000,
@@ -408,6 +411,7 @@ class SQLWorld:
         self.float_tol = float(float_tol)
         self.partial_credit = bool(partial_credit)
         self._cmp = _Comparator(self.float_tol)
+        self._keys = dict(keys)
         self._paths: dict[str, Path] = {}
         self._masters: dict[str, sqlite3.Connection] = {}
         # (task_id, env_id, gold) -> reference result
@@ -571,6 +575,12 @@ class SQLWorld:
 
     # ------------------------------------------------------------ reference
 
+    def _key(self, task: Task) -> AnswerKey:
+        try:
+            return self._keys[task.task_id]
+        except KeyError:
+            raise ValueError(f"the SQL world has no answer key for task {task.task_id!r}") from None
+
     def reference_result(self, task: Task) -> QueryResult:
         """The gold query's result for ``task`` (computed once, cached).
 
@@ -582,14 +592,15 @@ class SQLWorld:
           RuntimeError: the gold query fails, is refused, times out or
             returns more than ``max_rows`` rows (naming the task).
         """
-        key = (task.task_id, task.env_id, task.gold)
+        gold = self._key(task).gold
+        key = (task.task_id, task.env_id, gold)
         cached = self._reference.get(key)
         if cached is not None:
             return cached
         try:
             result = self._run(
                 task.env_id,
-                task.gold,
+                gold,
                 timeout_s=max(10.0 * self.timeout_s, 10.0),
                 max_rows=self.max_rows,
             )
@@ -629,7 +640,7 @@ class SQLWorld:
             got = self._run(task.env_id, action, timeout_s=self.timeout_s, max_rows=self.max_rows)
         except QueryFailure as exc:
             return self._failure(exc, time.perf_counter() - start)
-        score, solved, feedback = self._score(got, expected, ordered=task.ordered)
+        score, solved, feedback = self._score(got, expected, ordered=self._key(task).ordered)
         return Outcome(
             score=score,
             solved=solved,
