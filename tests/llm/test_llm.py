@@ -23,8 +23,7 @@ from cfjax.llm.base import (
 from cfjax.llm.openai_client import LLMError, OpenAIBackbone, OpenAIConfig
 from cfjax.types import MemoryText, Task
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from llm_server import FakeLLMServer, server_usage  # noqa: E402
+from tests.llm_server import FakeLLMServer, server_usage  # noqa: E402
 
 ENV_NAMES = ("CFJAX_LLM_BASE_URL", "CFJAX_LLM_MODEL", "CFJAX_LLM_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_KEY")
 

@@ -346,7 +346,7 @@ def test_countermem_notebook_executes(tmp_path):
     nbclient = pytest.importorskip("nbclient")
     from pathlib import Path
 
-    path = Path(__file__).parent.parent / "notebooks" / "countermem.ipynb"
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "countermem.ipynb"
     nb = nbformat.read(path, as_version=4)
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()

@@ -346,7 +346,7 @@ def test_parallel_run_equals_serial(tmp_path):
 def test_notebook_executes(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    path = Path(__file__).parent.parent / "notebooks" / "antipersistence.ipynb"
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "antipersistence.ipynb"
     nb = nbformat.read(path, as_version=4)
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
