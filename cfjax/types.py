@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "Task", "AnswerKey", "Splits", "SplitOverlapError", "check_disjoint", "AnswerKeyAccessError", "answer_key_guard", "Outcome", "Attempt", "Usage", "Unit", "EditError", "single_diff",
-    "World", "EditModel", "Backbone", "Domain", "SimulatorView",
+    "World", "EditModel", "Backbone", "Domain",
     "MemoryText", "MEMORY_KINDS", "DraftRequest", "AlternativesRequest", "DistilRequest", "ReviseRequest", "JudgeRequest",
     "InsightRequest", "Completion", "DraftResult", "AlternativesResult", "DistilResult", "ReviseResult",
     "JudgeResult", "InsightResult",
@@ -502,3 +502,30 @@ class Backbone(Protocol):
     def extract_insight(self, req: InsightRequest) -> InsightResult: ...
 
 
+@runtime_checkable
+class Domain(Protocol):
+    """One domain as the methods and the runners see it (a built-in suite implements it:
+    :class:`cfjax.domains.base.Suite`). A new domain is one folder under ``cfjax/domains/``
+    implementing this, plus one registry line; CounterMem and Anti-Persistence run on it unchanged.
+
+    ``tasks`` are what an agent may see; ``keys`` (``task_id → AnswerKey``) are for the world,
+    the simulator's competence interface and analysis only.
+    """
+
+    name: str
+    tasks: tuple[Task, ...]
+    keys: Mapping[str, AnswerKey]
+
+    @property
+    def edits(self) -> EditModel: ...
+
+    def world(self, **kwargs: Any) -> World: ...
+
+    def envs(self) -> Mapping[str, Any]: ...
+
+    def splits(self, *, seed: int = 12345, eval_frac: float = 0.3, build_frac: float = 0.35, n_val: int = 20,
+               holdout_envs: Sequence[str] | None = None) -> Splits: ...
+
+    def scripted_domain(self) -> Any:
+        """The scripted backbone's view of the domain (a :class:`cfjax.llm.scripted.ScriptedDomain`)."""
+        ...

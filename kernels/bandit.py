@@ -88,7 +88,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfjax.kernels._base import NEG, SelectFn, jit_fields, masked_argmax
+from cfjax.kernels._base import NEG, SelectFn, masked_argmax
 
 __all__ = [
     "N_MODES", "NONE", "IMITATION", "STRATEGIC", "CORRECTIVE", "MODE_NAMES",

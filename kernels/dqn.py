@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from cfjax.kernels._base import NEG, PyTree, jit_fields, masked_argmax, masked_max
+from cfjax.kernels._base import PyTree, jit_fields, masked_argmax, masked_max
 from cfjax.kernels.replay import Batch, Replay, Transition, replay_add, replay_init, replay_sample
 
 __all__ = [

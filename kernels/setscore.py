@@ -70,7 +70,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from cfjax.kernels._base import NEG, ParamScoreFn
+from cfjax.kernels._base import ParamScoreFn
 
 __all__ = [
     "SetScorer",

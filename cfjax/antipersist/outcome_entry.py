@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from cfjax.kernels.bandit import BanditConfig
+from cfjax.kernels.reference.bandit import bandit_reward_reference
+
 __all__ = ["MODES", "MODE_INDEX", "FIELDS", "MAX_INSTRUCTION_CHARS", "DEFAULT_LAMBDA", "OutcomeEntry",
            "cost_adjusted_reward"]
 
@@ -30,7 +33,7 @@ FIELDS: tuple[str, ...] = ("embedding", "mode", "reward", "raw_success", "task_t
 MAX_INSTRUCTION_CHARS = 500
 """Instructions are truncated to this many characters (App. B.5)."""
 
-DEFAULT_LAMBDA = 0.05
+DEFAULT_LAMBDA = BanditConfig.lam
 """Cost weight ``λ`` of ``r = clip(y − λκ, −1, 1)`` (Table 3)."""
 
 
@@ -114,11 +117,12 @@ def _check_lam(lam: Any) -> float:
 
 
 def cost_adjusted_reward(y: bool | int, kappa: int, lam: float = DEFAULT_LAMBDA) -> float:
-    """``r = clip(y − λκ, −1, 1)`` (§3.2, Table 3): the one host-side definition of the
-    Anti-Persistence reward. Every entry the protocol logs goes through it
-    (:meth:`cfjax.antipersist.outcome_log.OutcomeLog.record` → :meth:`OutcomeEntry.make`); the bandit kernel
-    only reads stored rewards. ``cfjax.kernels.bandit.bandit_reward`` (jnp) and its
-    NumPy twin restate the formula for in-kernel use and are tested against this one.
+    """``r = clip(y − λκ, −1, 1)`` (§3.2, Table 3): the host-side entry point of the
+    Anti-Persistence reward: it validates its inputs and evaluates the formula with the kernel's
+    NumPy twin (:func:`cfjax.kernels.reference.bandit_reward_reference`), so the formula is written
+    once in JAX (:func:`cfjax.kernels.bandit.bandit_reward`) and once in NumPy. Every entry the
+    protocol logs goes through it (:meth:`cfjax.antipersist.outcome_log.OutcomeLog.record` →
+    :meth:`OutcomeEntry.make`); the bandit kernel only reads stored rewards.
 
     Args:
       y: the binary task outcome (``bool`` or ``0``/``1``).
@@ -138,8 +142,7 @@ def cost_adjusted_reward(y: bool | int, kappa: int, lam: float = DEFAULT_LAMBDA)
         yv = float(y)
     else:
         raise ValueError(f"y (task outcome) must be a bool or 0/1, got {y!r}")
-    r = yv - _check_lam(lam) * _check_kappa(kappa)
-    return min(1.0, max(-1.0, r))
+    return float(bandit_reward_reference(yv, _check_kappa(kappa), _check_lam(lam)))
 
 
 # --------------------------------------------------------------------------- #

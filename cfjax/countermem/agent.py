@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax.config import AgentConfig, CounterMemConfig
-from cfjax.countermem.generator import Expansion, expand_failure
+from cfjax.countermem.generator import expand_failure
 from cfjax.countermem.store import MemoryStore, Retrieved
 from cfjax.infra.embed import HashingEmbedder
 from cfjax.kernels import features as F

@@ -67,6 +67,9 @@ parentheses, ``=`` for ``==``, ``repr`` of numbers) and
 ``parse_condition(str(cond)) == cond`` for every parsed condition. Limits: at
 most :data:`MAX_LENGTH` characters (in the text and in the canonical form) and
 at most :data:`MAX_DEPTH` nested ``(`` / ``not`` levels.
+
+Length: one module on purpose — the condition language's AST, evaluator, tokenizer and parser are one
+grammar (App. B.2); the round-trip tests hold them together.
 """
 
 from __future__ import annotations

@@ -17,11 +17,9 @@ import re
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from cfjax.llm.scripted import ScriptedConfig, ScriptedDomain
-from cfjax.types import AnswerKey, SplitOverlapError, Splits, Task, check_disjoint
+from cfjax.types import AnswerKey, Splits, Task
 
 __all__ = ["match_cues", "Suite", "stratified_splits", "TRANSFER_CONDITIONS", "transfer_condition", "KeyedErrorModel"]
 

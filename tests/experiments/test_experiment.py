@@ -28,16 +28,13 @@ from cfjax.experiments.report import aggregate, draw_figures, format_report
 from cfjax.countermem.store import MemoryStore
 from cfjax.infra.ledger import Ledger
 from cfjax.llm import prompts
-from cfjax.llm.base import Attempt, Completion, InsightRequest, JudgeRequest, Usage
-from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
-from cfjax.types import Task
 from cfjax.domains.sql.edits import SQLEdits
 from cfjax.infra.cache import CachedWorld
-from cfjax.types import Outcome
-from cfjax.domains.sql.edits import SQLEdits
+from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
+from cfjax.types import Attempt, Completion, InsightRequest, JudgeRequest, Outcome, Task, Usage
+from tests.llm_server import FakeLLMServer
 
 SQL_EDITS = SQLEdits()
-from tests.llm_server import FakeLLMServer
 
 SMALL = CounterMemConfig()
 SMALL = dataclasses.replace(SMALL, seeds=(0,), dqn=dataclasses.replace(SMALL.dqn, total_decisions=120,

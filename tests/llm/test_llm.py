@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import socket
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 

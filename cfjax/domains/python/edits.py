@@ -35,6 +35,9 @@ re-parses and re-prints the result.
 
 All entry points are memoised (:func:`functools.lru_cache`): they are on the
 hot path of the CounterMem pipeline.
+
+Length: one module on purpose — units, canonical printing and the rule operators are one grammar
+(each operator is the inverse of a slip and must stay beside the unit definitions it rewrites).
 """
 
 from __future__ import annotations

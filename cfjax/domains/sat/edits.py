@@ -42,7 +42,7 @@ from typing import Any
 
 from cfjax.domains.common import bind_and_rewrite, masked_signature
 from cfjax.types import EditError, EditModel, Unit
-from cfjax.domains.sat.sat_world import (
+from cfjax.domains.sat.sat_lang import (
     CARD_OPS, KEYWORDS, Binding, Card, EncodingError, Formula, Line, Lit, parse_line, print_line, program_lines,
 )
 from cfjax.domains.sat.smt_world import SMT_KEYWORDS, SExpr, SmtError, command_kind, parse_commands, print_sexpr, read_sexprs

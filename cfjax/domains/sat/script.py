@@ -47,7 +47,7 @@ from cfjax.domains.base import KeyedErrorModel
 from cfjax.types import AnswerKey
 from cfjax.types import Task
 from cfjax.types import EditError
-from cfjax.domains.sat.sat_world import Card, Formula, Line, parse_line, print_line
+from cfjax.domains.sat.sat_lang import Card, Formula, Line, parse_line, print_line
 from cfjax.domains.sat.edits import SatSmtEdits, is_smt
 from cfjax.domains.sat.smt_world import SExpr, print_sexpr, read_sexprs
 

@@ -46,6 +46,9 @@ reader/whitelist/Z3 errors → score 0, completed, ``error`` =
 ``"parse_error"``/``"forbidden"``/``"too_large"``; Z3 returning *unknown*
 (its ``timeout`` parameter, set to what is left of ``timeout_s``) →
 ``completed=False``, ``error="timeout"``.
+
+Length: one module on purpose — the s-expression reader, the command whitelist, the sort check and the
+world share limits and error kinds; splitting them would scatter the sandbox's one set of rules.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import sqlglot

@@ -79,6 +79,9 @@ Thread-safety
 One :class:`SQLWorld` may be used from one thread at a time (it may be
 handed between threads). :meth:`SQLWorld.evaluate` keeps no per-call state
 on ``self``; the only mutable state is the per-task reference-result cache.
+
+Length: one module on purpose — statement splitting, the sandboxed execution and the result comparator
+are the world's one contract with untrusted SQL; keeping them together keeps every limit in one place.
 """
 
 from __future__ import annotations
