@@ -55,6 +55,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cfjax.config.antipersist import SynthesisConfig  # re-exported (moved to cfjax.config)
 from cfjax.llm.prompts import LIMITS, parse_rule_lines, render_rule
 from cfjax.types import EditError, EditModel, MemoryText, Task
 
@@ -245,19 +246,6 @@ def prompt_for(mode: str, task: Task, successes: Sequence[Trajectory], failures:
     return PROMPTS[mode].format(B=B, instruction=task.question, success_text=succ if mode != "corrective" else
                                 (contrast.text() if contrast else "(no successful reference available)"),
                                 failure_text=fail)
-
-
-@dataclass(frozen=True)
-class SynthesisConfig:
-    """Error model of the scripted synthesizers (see module docstring); set a priori, not tuned.
-
-    How often an executor follows guidance or picks a pattern up from raw
-    records is the backbone's (``ScriptedConfig.p_follow_guidance``,
-    ``p_pick_up_factual``), not the synthesizer's."""
-
-    p_overgeneral: float = 0.3  # strategic/corrective drop a rule's condition
-    p_overgeneral_imitation: float = 0.1
-    max_rules: int = 4
 
 
 def _fix_edits(t: Trajectory, edits: EditModel) -> list[tuple[str, str]]:

@@ -58,13 +58,13 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from cfjax.antipersist.guidance import (MODES, Attempt, Guidance, Rule, SynthesisConfig, Trajectory, compose_memory,
+from cfjax.antipersist.guidance import (MODES, Attempt, Guidance, Rule, Trajectory, compose_memory,
                                         factual_rules, render_factual, synthesize)
 from cfjax.antipersist.memory import AbstractionStore, TrajectoryMemory, rules_of
 from cfjax.antipersist.outcome_log import OutcomeLog
+from cfjax.config.antipersist import APConfig  # re-exported (moved to cfjax.config)
 from cfjax.infra.ledger import Ledger
 from cfjax.kernels import bandit as bk
-from cfjax.llm.scripted import ScriptedConfig
 from cfjax.loop import Episode, draft_once, run_episode
 from cfjax.types import Backbone, EditModel, MemoryText, Task, World
 
@@ -73,28 +73,6 @@ __all__ = ["ROWS", "APConfig", "MethodState", "IterationResult", "TaskRecord", "
 
 ROWS = ("no_memory", "anti_persistence", "trajectory_memory", "abstraction_memory", "joint_memory", "persist_guidance",
         "fixed_imitation", "fixed_strategic", "fixed_corrective", "random_mode")
-
-
-@dataclass(frozen=True)
-class APConfig:
-    """Protocol defaults: papers/anti-persistence.md §4.1, App. B.4, D.1.
-
-    Saved and loaded as TOML with :func:`cfjax.config.save_toml` /
-    :func:`cfjax.config.load_toml` (``cfjax antipersist run --config FILE``;
-    every run writes its own ``config.toml``)."""
-
-    iterations: int = 10  # K
-    tasks_per_iteration: int = 50
-    seeds: tuple[int, ...] = (42, 43, 44)
-    B: int = 5  # trajectory budget (successes / failures), + 1 contrast for corrective
-    abstraction_k: int = 3  # stored abstractions shown by the baselines (ours; the paper leaves it open)
-    max_attempts: int = 2  # evaluated attempts per task (draft + one revision after feedback)
-    log_capacity: int = 512  # outcome-log rows the bandit kernel sees (static shape; ≥ K × tasks)
-    split_seed: int = 12345  # the suite's build/train/eval split (App. D.2 seed)
-    max_eval_tasks: int = 0  # held-out tasks evaluated per iteration, spread over the split (0 = all)
-    bandit: bk.BanditConfig = field(default_factory=bk.BanditConfig)
-    synthesis: SynthesisConfig = field(default_factory=SynthesisConfig)
-    scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
 
 
 @dataclass

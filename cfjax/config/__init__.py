@@ -1,221 +1,75 @@
-"""Frozen configuration dataclasses with the papers' defaults; TOML load/save.
+"""One frozen, typed, TOML-round-tripping configuration per method, with the papers' defaults.
 
-Every field cites the paper section its default comes from, or says that
-the paper is silent and what we chose.
+Every field cites the paper section its default comes from, or says that the
+paper is silent and what we chose.
+
+* :mod:`cfjax.config.countermem` — CounterMem (:class:`CounterMemConfig` and its sections)
+* :mod:`cfjax.config.antipersist` — Anti-Persistence (:class:`APConfig`, :class:`SynthesisConfig`)
+* :mod:`cfjax.config.scripted` — the scripted backbone's competence (:class:`ScriptedConfig`)
+* kernel configs, defined in :mod:`cfjax.kernels` (which never imports ``cfjax``) and re-exported
+  here: :class:`DQNConfig`, :class:`BanditConfig`, :class:`UpliftLossConfig`
+* :mod:`cfjax.config.presets` — ``--quick`` as frozen presets (:data:`QUICK`, :data:`AP_QUICK`, :func:`quick`)
+* :mod:`cfjax.config._toml` — :func:`to_dict` / :func:`from_dict` (type-checked) /
+  :func:`save_toml` / :func:`load_toml`, and :class:`ConfigError`
+
+``OpenAIConfig`` (connection settings, :mod:`cfjax.llm.openai_client`) is
+re-exported lazily: ``cfjax.config`` imports only ``cfjax.kernels``,
+``cfjax.infra`` and its own modules at import time.
 """
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field, fields, is_dataclass
-from pathlib import Path
-from typing import Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any
 
-from cfjax.infra.io import atomic_write_text
+from cfjax.config._toml import ConfigError, dumps_toml, from_dict, load_toml, save_toml, to_dict
+from cfjax.config.antipersist import APConfig, SynthesisConfig
+from cfjax.config.countermem import (AgentConfig, CounterMemConfig, ExperimentConfig, GeneratorConfig,
+                                     RetrievalConfig, StoreConfig)
+from cfjax.config.presets import AP_QUICK, QUICK, APQuick, CounterMemQuick, quick
+from cfjax.config.scripted import ScriptedConfig
+from cfjax.kernels.bandit import BanditConfig
 from cfjax.kernels.dqn import DQNConfig
-from cfjax.llm.scripted import ScriptedConfig
+from cfjax.kernels.setscore import UpliftLossConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cfjax.llm.openai_client import OpenAIConfig
 
 __all__ = [
+    # CounterMem
     "StoreConfig",
     "RetrievalConfig",
     "GeneratorConfig",
-    "ExperimentConfig",
     "AgentConfig",
+    "ExperimentConfig",
     "CounterMemConfig",
-    "DQNConfig",
+    # Anti-Persistence
+    "APConfig",
+    "SynthesisConfig",
+    # scripted backbone, kernels, LLM client
     "ScriptedConfig",
+    "DQNConfig",
+    "BanditConfig",
+    "UpliftLossConfig",
+    "OpenAIConfig",
+    # presets
+    "CounterMemQuick",
+    "APQuick",
+    "QUICK",
+    "AP_QUICK",
+    "quick",
+    # I/O
+    "ConfigError",
     "to_dict",
     "from_dict",
+    "dumps_toml",
     "save_toml",
     "load_toml",
 ]
 
 
-@dataclass(frozen=True)
-class StoreConfig:
-    """Memory store (papers/countermem.md §3.3, App. B.1–B.3).
+def __getattr__(name: str) -> Any:
+    if name == "OpenAIConfig":  # lazily: cfjax.llm imports cfjax.config, not the other way round
+        from cfjax.llm.openai_client import OpenAIConfig
 
-    Normalisations (the paper leaves them to the implementation, App. B.4):
-    ``Δ̃ = clip(Δ, 0, 1)`` (utilities are already in [0, 1]);
-    ``ũ = u`` (Eq. 6 keeps u in [−1, 1]); ``F = uses / max(1, max uses in
-    the store)``; ``R(m, M) = Σ_j sim(c, c_j)·1[edit_j = edit ∧ sim ≥
-    redundancy_threshold]`` — a soft count of stored records giving the same
-    advice: the same masked edit (exact signature match) under a condition
-    whose embedding has cosine ≥ the threshold, so a second confirmation from
-    another source task is admitted and a third copy is not; ``I(m, M)`` = the largest
-    situation similarity among stored records whose edit is the exact
-    reverse of m's and whose conditions can hold together.
-    """
-
-    capacity: int = 200  # B, §3.3
-    eps_adm: float = 0.05  # ε_adm, raw Δ floor, App. B.1
-    lambda_delta: float = 1.0  # Eq. 4 weights (λ_Δ, λ_u, λ_r, λ_I), App. B.4
-    lambda_u: float = 0.5
-    lambda_r: float = 0.7
-    lambda_i: float = 1.0
-    tau_adm: float = 0.1  # admission threshold, App. B.4
-    alpha: float = 1.0  # Eq. 5 weights (α, β, ω, η), App. B.3
-    beta: float = 1.0
-    omega: float = 0.5
-    eta: float = 0.7
-    rho: float = 0.3  # Eq. 6 reuse rate
-    redundancy_threshold: float = 0.9  # ours: advice similarity counted as "the same advice"
-    retention: str = "utility"  # utility | recency | random | similarity (Fig. 2d ablation)
-    seed: int = 0  # for random retention
-
-    def __post_init__(self) -> None:
-        if self.capacity < 1:
-            raise ValueError(f"StoreConfig.capacity must be ≥ 1, got {self.capacity}")
-        if self.retention not in ("utility", "recency", "random", "similarity"):
-            raise ValueError(f"StoreConfig.retention must be utility|recency|random|similarity, got {self.retention!r}")
-        if not 0 < self.rho <= 1:
-            raise ValueError(f"StoreConfig.rho must be in (0, 1], got {self.rho}")
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    """Retrieval, Eq. 7–8 (App. B.4)."""
-
-    k: int = 3  # records returned per retrieval
-    lambda_reuse: float = 0.2  # weight of u in Eq. 8
-    dim: int = 512  # char n-gram hashing embedding, App. B.4
-    use_conditions: bool = True  # False = the no-condition ablation (filter and render)
-
-
-@dataclass(frozen=True)
-class GeneratorConfig:
-    """Module I (§3.2, App. B.4)."""
-
-    k_alternatives: int = 4  # K
-    max_expanded: int = 2  # failed decisions expanded per task
-    use_backbone: bool = True  # ask GENERATE_LOCAL_ALTERNATIVES first, fill with rules
-    verification_budget: int = 12  # ours: counterfactual checks per source task (paper: "while budget remains")
-    verify: bool = True  # False = the "CF without WM" ablation (§6.1): store the first proposal unchecked
-    unverified_delta: float = 0.5  # ours: nominal Δ of unchecked advice (admission needs Δ > ε_adm)
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    """The task-solving loop around the selector.
-
-    The paper's agents (ReAct/Reflexion) take several evaluated attempts per
-    task; ours takes up to ``max_attempts`` decisions, each = draft → (record)
-    → evaluate, and stops at the first solved attempt. Budget features of the
-    observation are normalised by ``max_attempts`` and ``token_budget``.
-    """
-
-    max_attempts: int = 2
-    token_budget: int = 4000  # per task, for the normalised budget features (not a hard cap)
-    construction_uses_memory: bool = True  # reuse top-1 record while building so Eq. 6 gets observations
-    construction_reference: str = "draft_check"  # "draft_check" | "previous_attempt" (Eq. 6 label reference)
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"AgentConfig.max_attempts must be ≥ 1, got {self.max_attempts}")
-        if self.construction_reference not in ("draft_check", "previous_attempt"):
-            raise ValueError("AgentConfig.construction_reference must be 'draft_check' or 'previous_attempt'")
-
-
-@dataclass(frozen=True)
-class ExperimentConfig:
-    """The baselines, ablations and analyses of §4–6 (``cfjax countermem run --rows``)."""
-
-    best_of_n: int = 5  # N = 1 + K (App. D.5)
-    # ours: the equal record capacity of the retention rows, as a fraction of the records the
-    # main (capacity-B) store keeps, so that the limit binds on every suite (at least 1 record)
-    retention_fraction: float = 0.4
-    accumulation_checkpoints: tuple[int, ...] = (0, 25, 50, 100, 200)  # source tasks (App. D.3)
-
-    def __post_init__(self) -> None:
-        if self.best_of_n < 1:
-            raise ValueError(f"ExperimentConfig.best_of_n must be ≥ 1, got {self.best_of_n}")
-        if not 0.0 < self.retention_fraction <= 1.0:
-            raise ValueError(f"ExperimentConfig.retention_fraction must be in (0, 1], got {self.retention_fraction}")
-        if any(c < 0 for c in self.accumulation_checkpoints):
-            raise ValueError("ExperimentConfig.accumulation_checkpoints must be ≥ 0")
-
-
-@dataclass(frozen=True)
-class CounterMemConfig:
-    """Everything one CounterMem run needs (Algorithm 1)."""
-
-    store: StoreConfig = field(default_factory=StoreConfig)
-    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
-    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    dqn: DQNConfig = field(default_factory=DQNConfig)
-    scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
-    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
-    seeds: tuple[int, ...] = (0, 1, 2)
-    split_seed: int = 12345  # App. D.2 uses seed 12345 for the evaluation sample
-    n_val: int = 20  # selector-validation subset of T_train (App. C.2)
-    world_timeout_s: float = 2.0  # ours: wall-clock limit of one check, every world (SQL, tests, solvers)
-
-
-T = TypeVar("T")
-
-
-def to_dict(cfg: Any) -> dict:
-    """Nested plain dict of a config dataclass (tuples become lists)."""
-    out = {}
-    for f in fields(cfg):
-        v = getattr(cfg, f.name)
-        if is_dataclass(v):
-            out[f.name] = to_dict(v)
-        elif isinstance(v, tuple):
-            out[f.name] = list(v)
-        else:
-            out[f.name] = v
-    return out
-
-
-def from_dict(cls: type[T], data: dict) -> T:
-    """Inverse of :func:`to_dict`; unknown keys are an error naming them."""
-    hints = get_type_hints(cls)
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
-    kwargs = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.name not in data:
-            continue
-        v = data[f.name]
-        t = hints[f.name]
-        if is_dataclass(t):
-            v = from_dict(t, v)
-        elif isinstance(v, list):
-            v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
-        kwargs[f.name] = v
-    return cls(**kwargs)
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def _toml_lines(d: dict, prefix: str) -> list[str]:
-    lines = [f"{k} = {_toml_value(v)}" for k, v in d.items() if not isinstance(v, dict)]
-    for k, v in d.items():
-        if isinstance(v, dict):
-            lines += ["", f"[{prefix}{k}]"] + _toml_lines(v, f"{prefix}{k}.")
-    return lines
-
-
-def save_toml(cfg: Any, path: str | Path) -> None:
-    """Write a config dataclass as TOML (atomically)."""
-    atomic_write_text(Path(path), "\n".join(_toml_lines(to_dict(cfg), "")) + "\n")
-
-
-def load_toml(cls: type[T], path: str | Path) -> T:
-    """Read a config written by :func:`save_toml` (or by hand)."""
-    with open(path, "rb") as f:
-        return from_dict(cls, tomllib.load(f))
+        return OpenAIConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

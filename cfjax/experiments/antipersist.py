@@ -40,7 +40,7 @@ from cfjax.experiments.countermem import BackboneSpec
 from cfjax.infra.io import atomic_write_bytes, atomic_write_text
 
 __all__ = ["APJob", "run_all", "run_job", "aggregate", "format_table", "format_summary", "plot_success",
-           "eval_subset"]
+           "eval_subset", "run_main"]
 
 
 @dataclass(frozen=True)
@@ -277,3 +277,31 @@ def plot_success(payload: dict, path: str | Path) -> None:
     fig.savefig(buf, format="png")
     plt.close(fig)
     atomic_write_bytes(Path(path), buf.getvalue())
+
+
+def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Sequence[str] | None = None,
+             backbone: BackboneSpec | str = "scripted", workers: int | None = None, quick: bool = False,
+             log: Callable[[str], None] = print) -> dict:
+    """``cfjax antipersist run``: :func:`run_all` with a header and a closing line logged.
+
+    ``suites`` may be ``["all"]``; ``rows`` defaults to every row; ``workers`` to ``min(2, CPUs)``.
+    Returns the combined ``results.json`` payload.
+    """
+    import os
+    import time
+
+    from cfjax.experiments.countermem import backbone_spec, resolve_suites
+
+    names = resolve_suites(suites)
+    rows = tuple(rows) if rows else ROWS
+    spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
+    workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    out = Path(out)
+    log(f"cfjax antipersist run: suites={names} backbone={spec.label} rows={len(rows)} seeds={list(cfg.seeds)} "
+        f"K={cfg.iterations}×{cfg.tasks_per_iteration} tasks, held-out {cfg.max_eval_tasks or 'all'}, "
+        f"{workers} worker(s){' (quick)' if quick else ''} → {out}")
+    t0 = time.perf_counter()
+    combined = run_all(out, suites=names, rows=rows, cfg=cfg, workers=workers, backbone=spec, log=log)
+    log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, {out / 'config.toml'} and "
+        f"{out}/<suite>/results.json, success_by_iteration.png ({time.perf_counter() - t0:.0f}s)")
+    return combined

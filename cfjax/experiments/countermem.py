@@ -61,7 +61,8 @@ from cfjax.types import Splits, Task
 from cfjax.infra.cache import CachedWorld
 
 __all__ = ["ROWS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS", "expand_rows", "row_metrics", "run_unit",
-           "BackboneSpec", "quick_splits"]
+           "BackboneSpec", "quick_splits", "resolve_suites", "backbone_spec", "progress_bars", "run_main",
+           "report_main"]
 
 MAIN_ROWS = ("none", "best_of_n", "expel", "cf_memory")
 ABLATION_ROWS = ("cf_without_wm", "wm_without_cf")
@@ -473,3 +474,117 @@ def run_jobs(jobs: Sequence[UnitJob], *, workers: int = 1, progress: ProgressFac
 class _Null:
     def update(self, n: int = 1) -> None: ...
     def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------- entry points of `cfjax countermem`
+
+
+def resolve_suites(suite: str | Sequence[str]) -> list[str]:
+    """``"all"`` → every built-in suite; a name or names are checked against the registry.
+
+    Raises:
+        cfjax.config.ConfigError: an unknown suite (the message lists the available ones).
+    """
+    from cfjax.config import ConfigError
+    from cfjax.domains import SUITES
+
+    names = [suite] if isinstance(suite, str) else list(suite)
+    if names == ["all"]:
+        return list(SUITES)
+    if not names or any(n not in SUITES for n in names):
+        shown = suite if isinstance(suite, str) else " ".join(names)
+        raise ConfigError(f"unknown suite {shown!r} (available: {', '.join(SUITES)}, all)")
+    return names
+
+
+def backbone_spec(kind: str = "scripted", *, base_url: str | None = None, model: str | None = None) -> BackboneSpec:
+    """The :class:`BackboneSpec` of ``--backbone``: ``scripted``, or ``openai`` configured from the
+    environment (``CFJAX_LLM_BASE_URL``, ``CFJAX_LLM_MODEL``) with ``base_url`` / ``model`` overriding it."""
+    if kind == "scripted":
+        return BackboneSpec("scripted")
+    if kind == "openai":
+        from cfjax.llm.openai_client import OpenAIConfig
+
+        overrides = {k: v for k, v in (("base_url", base_url), ("model", model)) if v}
+        return BackboneSpec("openai", OpenAIConfig.from_env(**overrides))
+    raise ValueError(f"unknown backbone {kind!r} (scripted | openai)")
+
+
+def progress_bars(enabled: bool) -> ProgressFactory:
+    """tqdm bars on stderr, or the no-op factory."""
+    if not enabled:
+        from cfjax.countermem.pipeline import null_progress
+
+        return null_progress
+    import sys
+
+    from tqdm.auto import tqdm
+
+    def make(desc: str, total: int):
+        return tqdm(total=total, desc=desc, leave=False, file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+
+    return make
+
+
+def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, rows: Sequence[str] | None = None,
+             backbone: BackboneSpec | str = "scripted", workers: int | None = None, threads: int | None = None,
+             max_tasks: int | None = None, quick: bool = False, progress: bool = True,
+             log: Callable[[str], None] = print) -> dict:
+    """``cfjax countermem run``: every (suite, seed) unit with ``rows``, aggregated and written.
+
+    Writes ``out/config.toml``, ``out/results.json``, ``out/report.txt`` and each unit's stores and
+    selectors under ``out/<suite>/seed_<s>/``; logs the report. Returns the ``results.json`` payload.
+    ``workers`` defaults to ``min(2, CPUs)``, ``threads`` to 8 for an LLM server and 1 for the
+    scripted backbone; progress bars are drawn only in the serial case.
+    """
+    import json
+    import os
+
+    from cfjax.config import save_toml, to_dict
+    from cfjax.domains import build_suite
+    from cfjax.experiments.report import aggregate, format_report
+    from cfjax.infra.io import atomic_write_text
+
+    names = resolve_suites(suites)
+    rows = expand_rows(rows or ["all"])
+    spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
+    threads = threads if threads is not None else (8 if spec.kind == "openai" else 1)
+    workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    roots = {}
+    for n in names:
+        roots[n] = out / "suites" / n
+        build_suite(n, roots[n])
+    jobs = [UnitJob(n, str(roots[n]), seed, cfg, rows, spec, max_tasks, threads, str(out / n / f"seed_{seed}"))
+            for n in names for seed in cfg.seeds]
+    save_toml(cfg, out / "config.toml")
+    log(f"cfjax countermem run: suites={names} backbone={spec.label} seeds={list(cfg.seeds)} "
+        f"rows={len(rows)} units={len(jobs)} workers={workers} threads={threads}"
+        f"{' (quick)' if quick else ''} → {out}")
+    t0 = time.perf_counter()
+    units = run_jobs(jobs, workers=workers, progress=progress_bars(progress and workers <= 1), log=log)
+    summary = aggregate(units)
+    payload = {"backbone": spec.label, "suites": names, "seeds": list(cfg.seeds), "rows": list(rows),
+               "quick": bool(quick), "max_tasks": max_tasks, "workers": workers, "threads": threads,
+               "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "units": units,
+               "config": to_dict(cfg)}
+    atomic_write_text(out / "results.json", json.dumps(finite(payload), indent=1) + "\n")
+    report = format_report(summary, backbone=spec.label)
+    atomic_write_text(out / "report.txt", report + "\n")
+    log(report)
+    log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, stores and selectors under {out}/<suite>/seed_*/ "
+        f"({payload['seconds']:.0f}s); figures: cfjax countermem report {out}")
+    return payload
+
+
+def report_main(run_dir: str | Path, *, out: str | Path | None = None, log: Callable[[str], None] = print) -> list:
+    """``cfjax countermem report``: log the tables of a run and draw its figures (default ``DIR/figures``)."""
+    from cfjax.experiments.report import draw_figures, format_report, load_results
+
+    res = load_results(run_dir)
+    log(format_report(res["summary"], backbone=res.get("backbone", "")))
+    paths = draw_figures(res, Path(out) if out else Path(run_dir) / "figures")
+    for p in paths:
+        log(f"wrote {p}")
+    return paths

@@ -78,9 +78,9 @@ from __future__ import annotations
 import hashlib
 import random
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any
 
+from cfjax.config.scripted import ScriptedConfig  # re-exported: the simulator's competence parameters
 from cfjax.llm import prompts
 from cfjax.llm.base import TextBackbone
 from cfjax.types import (AlternativesRequest, Completion, DistilRequest, DraftRequest, EditError, EditModel,
@@ -89,41 +89,6 @@ from cfjax.types import (AlternativesRequest, Completion, DistilRequest, DraftRe
 __all__ = ["ScriptedConfig", "ScriptedDomain", "ScriptedBackbone", "SCRIPTED_LABEL", "stable_seed"]
 
 SCRIPTED_LABEL = "scripted backbone (seeded simulator, not an LLM)"
-
-
-@dataclass(frozen=True)
-class ScriptedConfig:
-    """Error model of the scripted backbone (see the module docstring).
-
-    The defaults were fixed before any CounterMem result was seen and are not
-    tuned to favour a method: a 50 % rate of the family's characteristic slip
-    on trap questions, 10 % of the opposite slip on look-alikes, 5 % random
-    slips, and a 30 % chance per retry that feedback alone fixes a slip.
-    """
-
-    seed: int = 0
-    p_error: float = 0.5
-    p_error_look_alike: float = 0.1
-    p_noise: float = 0.05
-    retry_factor: float = 0.7
-    p_propose_fix: float = 0.5
-    n_wrong_proposals: int = 1
-    p_condition_semantic: float = 0.5
-    p_condition_surface: float = 0.25
-    p_ignore_record: float = 0.1
-    p_judge_random: float = 0.2
-    p_follow_guidance: float = 0.9  # follows an applicable guidance rule (Anti-Persistence, App. B.1)
-    p_pick_up_factual: float = 0.5  # picks a noted pattern up from raw past records (mode none)
-
-    def __post_init__(self) -> None:
-        for name in ("p_error", "p_error_look_alike", "p_noise", "retry_factor", "p_propose_fix",
-                     "p_condition_semantic", "p_condition_surface", "p_ignore_record", "p_judge_random",
-                     "p_follow_guidance", "p_pick_up_factual"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"ScriptedConfig.{name} must be in [0, 1], got {v}")
-        if self.p_condition_semantic + self.p_condition_surface > 1.0:
-            raise ValueError("p_condition_semantic + p_condition_surface must be ≤ 1")
 
 
 def stable_seed(*parts: object) -> int:

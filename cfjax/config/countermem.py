@@ -1,0 +1,138 @@
+"""CounterMem configuration (papers/countermem.md): store, retrieval, generator, agent, experiments.
+
+Every field cites the paper section its default comes from, or says that
+the paper is silent and what we chose. :class:`CounterMemConfig` gathers
+them with the selector's :class:`~cfjax.kernels.dqn.DQNConfig` (Table 3) and
+the scripted backbone's :class:`~cfjax.config.scripted.ScriptedConfig`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cfjax.config.scripted import ScriptedConfig
+from cfjax.kernels.dqn import DQNConfig
+
+__all__ = ["StoreConfig", "RetrievalConfig", "GeneratorConfig", "AgentConfig", "ExperimentConfig",
+           "CounterMemConfig"]
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Memory store (papers/countermem.md §3.3, App. B.1–B.3).
+
+    Normalisations (the paper leaves them to the implementation, App. B.4):
+    ``Δ̃ = clip(Δ, 0, 1)`` (utilities are already in [0, 1]);
+    ``ũ = u`` (Eq. 6 keeps u in [−1, 1]); ``F = uses / max(1, max uses in
+    the store)``; ``R(m, M) = Σ_j sim(c, c_j)·1[edit_j = edit ∧ sim ≥
+    redundancy_threshold]`` — a soft count of stored records giving the same
+    advice: the same masked edit (exact signature match) under a condition
+    whose embedding has cosine ≥ the threshold, so a second confirmation from
+    another source task is admitted and a third copy is not; ``I(m, M)`` = the largest
+    situation similarity among stored records whose edit is the exact
+    reverse of m's and whose conditions can hold together.
+    """
+
+    capacity: int = 200  # B, §3.3
+    eps_adm: float = 0.05  # ε_adm, raw Δ floor, App. B.1
+    lambda_delta: float = 1.0  # Eq. 4 weights (λ_Δ, λ_u, λ_r, λ_I), App. B.4
+    lambda_u: float = 0.5
+    lambda_r: float = 0.7
+    lambda_i: float = 1.0
+    tau_adm: float = 0.1  # admission threshold, App. B.4
+    alpha: float = 1.0  # Eq. 5 weights (α, β, ω, η), App. B.3
+    beta: float = 1.0
+    omega: float = 0.5
+    eta: float = 0.7
+    rho: float = 0.3  # Eq. 6 reuse rate
+    redundancy_threshold: float = 0.9  # ours: advice similarity counted as "the same advice"
+    retention: str = "utility"  # utility | recency | random | similarity (Fig. 2d ablation)
+    seed: int = 0  # for random retention
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1:
+            raise ValueError(f"StoreConfig.capacity must be ≥ 1, got {self.capacity}")
+        if self.retention not in ("utility", "recency", "random", "similarity"):
+            raise ValueError(f"StoreConfig.retention must be utility|recency|random|similarity, got {self.retention!r}")
+        if not 0 < self.rho <= 1:
+            raise ValueError(f"StoreConfig.rho must be in (0, 1], got {self.rho}")
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Retrieval, Eq. 7–8 (App. B.4)."""
+
+    k: int = 3  # records returned per retrieval
+    lambda_reuse: float = 0.2  # weight of u in Eq. 8
+    dim: int = 512  # char n-gram hashing embedding, App. B.4
+    use_conditions: bool = True  # False = the no-condition ablation (filter and render)
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Module I (§3.2, App. B.4)."""
+
+    k_alternatives: int = 4  # K
+    max_expanded: int = 2  # failed decisions expanded per task
+    use_backbone: bool = True  # ask GENERATE_LOCAL_ALTERNATIVES first, fill with rules
+    verification_budget: int = 12  # ours: counterfactual checks per source task (paper: "while budget remains")
+    verify: bool = True  # False = the "CF without WM" ablation (§6.1): store the first proposal unchecked
+    unverified_delta: float = 0.5  # ours: nominal Δ of unchecked advice (admission needs Δ > ε_adm)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The task-solving loop around the selector.
+
+    The paper's agents (ReAct/Reflexion) take several evaluated attempts per
+    task; ours takes up to ``max_attempts`` decisions, each = draft → (record)
+    → evaluate, and stops at the first solved attempt. Budget features of the
+    observation are normalised by ``max_attempts`` and ``token_budget``.
+    """
+
+    max_attempts: int = 2
+    token_budget: int = 4000  # per task, for the normalised budget features (not a hard cap)
+    construction_uses_memory: bool = True  # reuse top-1 record while building so Eq. 6 gets observations
+    construction_reference: str = "draft_check"  # "draft_check" | "previous_attempt" (Eq. 6 label reference)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"AgentConfig.max_attempts must be ≥ 1, got {self.max_attempts}")
+        if self.construction_reference not in ("draft_check", "previous_attempt"):
+            raise ValueError("AgentConfig.construction_reference must be 'draft_check' or 'previous_attempt'")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """The baselines, ablations and analyses of §4–6 (``cfjax countermem run --rows``)."""
+
+    best_of_n: int = 5  # N = 1 + K (App. D.5)
+    # ours: the equal record capacity of the retention rows, as a fraction of the records the
+    # main (capacity-B) store keeps, so that the limit binds on every suite (at least 1 record)
+    retention_fraction: float = 0.4
+    accumulation_checkpoints: tuple[int, ...] = (0, 25, 50, 100, 200)  # source tasks (App. D.3)
+
+    def __post_init__(self) -> None:
+        if self.best_of_n < 1:
+            raise ValueError(f"ExperimentConfig.best_of_n must be ≥ 1, got {self.best_of_n}")
+        if not 0.0 < self.retention_fraction <= 1.0:
+            raise ValueError(f"ExperimentConfig.retention_fraction must be in (0, 1], got {self.retention_fraction}")
+        if any(c < 0 for c in self.accumulation_checkpoints):
+            raise ValueError("ExperimentConfig.accumulation_checkpoints must be ≥ 0")
+
+
+@dataclass(frozen=True)
+class CounterMemConfig:
+    """Everything one CounterMem run needs (Algorithm 1)."""
+
+    store: StoreConfig = field(default_factory=StoreConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    dqn: DQNConfig = field(default_factory=DQNConfig)
+    scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    split_seed: int = 12345  # App. D.2 uses seed 12345 for the evaluation sample
+    n_val: int = 20  # selector-validation subset of T_train (App. C.2)
+    world_timeout_s: float = 2.0  # ours: wall-clock limit of one check, every world (SQL, tests, solvers)
