@@ -11,10 +11,19 @@ offline on a CPU, and every figure it produces is labelled "scripted
 backbone". It receives exactly the prompts a real LLM would (via
 :class:`~cfjax.llm.base.TextBackbone`) and answers in the same output
 contracts, so the parsers and token accounting are exercised for real. Its
-error model — the only place where it is "tuned" — is explicit:
+error model — the only place where it is "tuned" — is explicit.
 
-**Drafts** (DRAFT_ACTION). The draft is the gold query with *systematic,
-cue-dependent errors*, each an edit of exactly one decision unit. Every task
+**The information boundary.** The driver never reads an answer key. It
+makes its competence draws (the probabilities below) from its own seeded
+generator and reaches what a model "knows" only through the domain's
+competence interface (:class:`ScriptedDomain`: :meth:`~ScriptedDomain.draft`,
+:meth:`~ScriptedDomain.true_fixes`), which the domain implements on the world
+side (:class:`cfjax.domains.base.KeyedErrorModel`). Everything else it
+reads is in the prompt's request: the question, the context, the task's
+observable attributes, its own attempts and the evaluator's feedback.
+
+**Drafts** (DRAFT_ACTION). The domain's draft is a correct action with
+*systematic, cue-dependent errors*, each an edit of exactly one decision unit. Every task
 family has one characteristic error (table below). On attempt ``t`` (0-based)
 an error fires independently with probability
 ``p_variant × weight × retry_factor**t``, where ``p_variant`` is
@@ -23,7 +32,13 @@ look-alike tasks (the look-alike's error is the *opposite* slip, e.g. ``>=``
 for "strictly above"). Independently, with ``p_noise`` one random rule
 operator is applied to a random unit (an uncorrelated slip memory cannot be
 expected to fix). ``retry_factor < 1`` models that evaluator feedback
-sometimes makes the model fix its own error on the next attempt.
+sometimes makes the model fix its own error on the next attempt. When the
+request shows memory (``DraftRequest.memory``, Anti-Persistence guidance),
+each applicable ``RULE`` line (``ALWAYS``, or its cue phrase in the question)
+is followed with ``p_follow_guidance`` (times ``p_pick_up_factual`` for
+patterns noted under raw past records), carried by the domain's
+:meth:`~cfjax.types.EditModel.transfer`; the reply lists them on an
+``APPLIED:`` line.
 
 =================  ==================================  ========================================
 family             base / new-surface error            look-alike error
@@ -39,12 +54,14 @@ order_limit        DESC → ASC                          ASC → DESC
 =================  ==================================  ========================================
 
 **Local alternatives** (GENERATE_LOCAL_ALTERNATIVES). With ``p_propose_fix``
-the reply contains the true one-unit fix (the gold text of one wrong unit);
+(the driver's competence draw) the reply contains one true one-unit fix, which
+it asks of the competence interface (:meth:`ScriptedDomain.true_fixes`);
 it always adds ``n_wrong_proposals`` plausible wrong edits from the rule
 operators. Some proposals are therefore right and some wrong.
 
 **Distillation** (DISTIL_RECORD). The situation text names the question's
-cue phrase and the masked edit. The condition is the *semantic* lexicon
+cue phrase and the masked edit. The condition uses only the observable
+attributes the prompt lists (``render_attrs``): the *semantic* lexicon
 attribute of the source question with probability ``p_condition_semantic``
 (e.g. ``boundary = "inclusive" and bound_side = "lower"``), the cue phrase
 (``question contains "at least"``: fails on new surfaces) with
@@ -53,8 +70,9 @@ column type) — a realistic failure that the look-alike tasks expose.
 
 **Revision** (REVISE_WITH_RECORD). The backbone reads the rendered record's
 ``EDIT:`` line and carries the edit onto the first draft unit with the same
-masked shape (:func:`~cfjax.domains.sql.edits.transfer_edit`, with a schema
-lookup for foreign keys and columns). It does **not** check the record's
+masked shape (the domain's :meth:`~cfjax.types.EditModel.transfer`; for SQL
+with a schema lookup for foreign keys and columns). Guidance (``RULE`` lines)
+shown with REVISE_WITH_RECORD is followed as for drafts. It does **not** check the record's
 condition — that is memory's job. With ``p_ignore_record`` it returns the
 draft unchanged anyway.
 
