@@ -65,6 +65,7 @@ class Decision:
     obs: np.ndarray | None = None  # f32[98] selector observation (CounterMem)
     mask: np.ndarray | None = None  # bool[5] valid selector actions (CounterMem)
     applied: tuple[str, ...] = ()  # guidance rules the backbone says it followed
+    feedback: str = ""  # what the evaluator said of the (final) action
 
 
 @dataclass
@@ -207,7 +208,7 @@ def run_episode(task: Task, *, world: World, edits: EditModel, ledger: Ledger, e
         tokens = prop.tokens + con.tokens
         d = Decision(task.task_id, attempt, prop.draft, con.action, con.slot, con.record_id, con.n_retrieved, changed,
                      float(out.score), bool(out.solved), tokens, 1, int(not out.solved), con.memory_tokens,
-                     obs=con.obs, mask=con.mask, applied=prop.applied)
+                     obs=con.obs, mask=con.mask, applied=prop.applied, feedback=out.feedback)
         extra: Sequence[Attempt] = ()
         if after is not None:
             res = after(task, history, d, out, episode=episode, ledger=ledger)
@@ -215,6 +216,7 @@ def run_episode(task: Task, *, world: World, edits: EditModel, ledger: Ledger, e
                 if res.outcome is not None:
                     out = res.outcome
                     d.score, d.solved, d.failed = float(out.score), bool(out.solved), int(not out.solved)
+                    d.feedback = out.feedback
                 if res.action is not None:
                     d.action = res.action
                 if res.changed is not None:

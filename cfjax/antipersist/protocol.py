@@ -216,15 +216,9 @@ def run_task(task: Task, state: MethodState, *, backbone: Backbone, world: World
                            selector=selector)
     ctx = task_memory(task, state, mode, edits=edits, cfg=cfg, episode=episode, rng=rng, query=query,
                       iteration=iteration, train=train, on_guidance=on_guidance)
-    feedback: list[str] = []
-
-    def keep_feedback(task, history, decision, outcome, **_) -> None:  # an AfterFn that changes nothing
-        feedback.append(outcome.feedback)
-
     ep = run_episode(task, world=world, edits=edits, ledger=ledger if ledger is not None else Ledger("task"),
-                     episode=episode, max_attempts=cfg.max_attempts, draft=draft_once(backbone, memory=ctx.memory),
-                     after=keep_feedback)
-    traj = _trajectory(task, ep, feedback, ctx)
+                     episode=episode, max_attempts=cfg.max_attempts, draft=draft_once(backbone, memory=ctx.memory))
+    traj = _trajectory(task, ep, ctx)
     rec = TaskRecord(task.task_id, mode, traj.success, len(ep.decisions), ctx.synth_calls, branch,
                      sum(d.tokens for d in ep.decisions), sum(len(d.applied) for d in ep.decisions))
     if train:
@@ -232,10 +226,10 @@ def run_task(task: Task, state: MethodState, *, backbone: Backbone, world: World
     return rec
 
 
-def _trajectory(task: Task, ep: Episode, feedback: Sequence[str], ctx: _Context) -> Trajectory:
+def _trajectory(task: Task, ep: Episode, ctx: _Context) -> Trajectory:
     """The stored record of an episode: what the agent did and the evaluator said, with provenance
     (per attempt, the rule ids the backbone's APPLIED line named)."""
-    history = [Attempt(d.action, f, d.score, tuple(d.applied)) for d, f in zip(ep.decisions, feedback)]
+    history = [Attempt(d.action, d.feedback, d.score, tuple(d.applied)) for d in ep.decisions]
     return Trajectory(task.task_id, task.question, tuple(task.attrs.get("cues", ())), tuple(history), ep.solved,
                       tuple(ctx.rules), tuple(ctx.parents), tuple(ctx.flagged))
 

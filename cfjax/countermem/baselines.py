@@ -84,27 +84,14 @@ def build_expel(tasks: list[Task], *, backbone: Backbone, world: World, config: 
     """Solve each source task memory-free, then extract one lesson from its trajectory."""
     mem = ExpeLMemory(embedder or HashingEmbedder())
     for i, task in enumerate(tasks):
-        feedback: list[str] = []
-        ep = run_episode(task, world=_Recording(world, feedback), edits=edits, ledger=ledger, episode=episode0 + i,
+        ep = run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode0 + i,
                          max_attempts=config.agent.max_attempts, draft=draft_once(backbone))
-        history = [Attempt(d.action, f, d.score) for d, f in zip(ep.decisions, feedback)]
+        history = [Attempt(d.action, d.feedback, d.score) for d in ep.decisions]
         ins = backbone.extract_insight(InsightRequest(task, tuple(history), ep.solved, episode0 + i))
         ledger.llm(task.task_id, ins.usage, verification=True)
         if ins.lesson:
             mem.add(task.task_id, f"{task.question}\n{history[0].action}", ins.lesson)
     return mem
-
-
-class _Recording:
-    """A world wrapper that keeps the feedback of every evaluation (for the ExpeL extractor's trajectory)."""
-
-    def __init__(self, world: World, feedback: list[str]) -> None:
-        self.world, self.feedback = world, feedback
-
-    def evaluate(self, task: Task, action: str) -> Outcome:
-        out = self.world.evaluate(task, action)
-        self.feedback.append(out.feedback)
-        return out
 
 
 def expel_episode(task: Task, *, backbone: Backbone, world: World, config: CounterMemConfig, memory: ExpeLMemory,

@@ -158,7 +158,16 @@ class MemoryStore:
         return self.edits.signature(unit_text)  # type: ignore[union-attr]
 
     def _edit_key(self, c: "Candidate | Record") -> tuple[str, str]:
-        return self._sig(c.unit_before), self._sig(c.unit_after)
+        """The advice of a record for Eq. 4: its ``(before, after)`` masked in the domain's signature.
+
+        A *shape-preserving* edit (the masked before and after are equal — a changed number or
+        name, e.g. SAT ``atmost 2`` → ``atmost 3``) keeps its concrete, whitespace-normalised texts:
+        masked, it could not tell ``2 → 3`` from ``3 → 2`` and would count as its own reverse (I)
+        and as the same advice as any same-shape edit (R)."""
+        sb, sa = self._sig(c.unit_before), self._sig(c.unit_after)
+        if sb != sa:
+            return sb, sa
+        return " ".join(c.unit_before.split()), " ".join(c.unit_after.split())
 
     # ------------------------------------------------------------------ state
     def __len__(self) -> int:
@@ -193,11 +202,11 @@ class MemoryStore:
         return r
 
     def _conflict(self, cand: Candidate, situation: np.ndarray) -> float:
-        sb, sa = self._sig(cand.unit_before), self._sig(cand.unit_after)
+        sb, sa = self._edit_key(cand)
         universal = cand.condition.strip().lower() == "none"
         best = 0.0
         for rid, rec in self.records.items():
-            if self._sig(rec.unit_before) == sa and self._sig(rec.unit_after) == sb:
+            if self._advice[rid][0] == (sa, sb):
                 other_universal = self._conditions[rid].is_universal
                 if universal or other_universal or rec.condition == cand.condition:
                     best = max(best, float(situation @ self._situation[rid]))

@@ -716,3 +716,23 @@ def test_save_is_crash_safe_under_sigkill(tmp_path):
             p.stdout.close()
             p.stderr.close()
     assert seen["A"] + seen["B"] == n_kills
+
+
+def test_shape_preserving_edits_compare_concretely_in_eq4():
+    """An edit whose masked before and after are equal (a changed number: SAT ``atmost 2`` →
+    ``atmost 3``) is neither its own reverse nor the same advice as every same-shape edit."""
+    from cfjax.domains.sat.edits import SatSmtEdits
+
+    def c(before: str, after: str, src: str) -> Candidate:
+        return Candidate(src, "a cap was too tight", "x", "y", before, after, "checked", "none", 0.0, 0.9)
+
+    store = MemoryStore(StoreConfig(lambda_r=0.7, lambda_i=1.0, tau_adm=0.0), edits=SatSmtEdits())
+    first = c("each n in nurses: atmost 2 of work(n, d) for d in days", "each n in nurses: atmost 3 of work(n, d) for d in days", "a")
+    assert store.admit(first).admitted
+    same = store.admission_score(c(first.unit_before, first.unit_after, "b"))
+    reverse = store.admission_score(c(first.unit_after, first.unit_before, "c"))
+    other = store.admission_score(c("each n in nurses: atmost 5 of work(n, d) for d in days",
+                                    "each n in nurses: atmost 6 of work(n, d) for d in days", "d"))
+    assert same[1] > 0 and same[2] == 0.0  # the same advice again: redundant, no conflict
+    assert reverse[2] > 0 and reverse[1] == 0.0  # the exact reverse: a conflict, not redundancy
+    assert other[1] == 0.0 and other[2] == 0.0  # another number: neither
