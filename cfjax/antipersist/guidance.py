@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cfjax.config.antipersist import SynthesisConfig  # re-exported (moved to cfjax.config)
-from cfjax.llm.prompts import LIMITS, parse_rule_lines, render_rule
+from cfjax.llm.prompts import FACTUAL_NOTES_HEADER, LIMITS, parse_rule_lines, render_rule
 from cfjax.types import EditError, EditModel, MemoryText, Task
 
 __all__ = [
@@ -76,7 +76,7 @@ HEADERS = {
 }
 
 #: heading of the patterns noted under factual records (mode none)
-NOTES_HEADER = "Patterns a reader can note in these records (unverified):"
+NOTES_HEADER = FACTUAL_NOTES_HEADER  # the scripted reader picks these up with p_pick_up_factual
 
 #: App. B.2 synthesis prompts (for real LLMs; the scripted synthesizers read the trajectories directly).
 PROMPTS = {
@@ -209,13 +209,12 @@ def render_factual(trajectories: Sequence[Trajectory], notes: Sequence[Rule] = (
 def compose_memory(factual: str, guidance: Sequence[str], *, limit: int | None = None) -> MemoryText | None:
     """The one piece of memory a task's drafts see (``DraftRequest.memory``), or ``None``.
 
-    * factual records only → kind ``"trajectories"`` (their noted patterns are RULE lines);
+    * factual records only → kind ``"trajectories"``;
     * guidance (synthesized or stored abstractions), with or without records →
-      kind ``"guidance"``. Records shown next to guidance keep their text but
-      their noted patterns become plain ``NOTE`` lines: a ``guidance`` reader
-      follows RULE lines as guidance, and records must not be promoted to
-      guidance by the way they are printed (so the scripted backbone picks
-      nothing up from the records of a mixed memory; an LLM still reads them).
+      kind ``"guidance"``, the records after the guidance under their own header.
+    In both, the patterns noted in records are RULE lines under
+    :data:`~cfjax.llm.prompts.FACTUAL_NOTES_HEADER`, which the scripted reader
+    picks up with ``p_pick_up_factual`` (as notes, never promoted to guidance).
 
     Guidance comes first and is cut by whole lines to the prompt limit.
     """
@@ -232,7 +231,7 @@ def compose_memory(factual: str, guidance: Sequence[str], *, limit: int | None =
         size += len(ln) + 1
     text = "\n".join(kept)
     if factual and size < limit - 200:
-        notes = re.sub(r"^RULE (\S+): ", r"NOTE \1: ", factual, flags=re.M)
+        notes = factual
         room = limit - size - 2
         text += "\n\n" + (notes if len(notes) <= room else notes[: room - 14] + " …[truncated]")
     return MemoryText("guidance", text)

@@ -52,6 +52,8 @@ __all__ = [
     "parse_edit_line",
     "render_rule",
     "parse_rule_lines",
+    "parse_rule_sections",
+    "FACTUAL_NOTES_HEADER",
     "parse_applied",
 ]
 
@@ -362,6 +364,30 @@ def parse_applied(text: str) -> tuple[str, ...]:
     if not m:
         return ()
     return tuple(x for x in (p.strip() for p in m.group(1).split(",")) if x and x.lower() != "none")
+
+
+#: The line under which memory lists patterns *noted* in raw past records (not synthesized guidance);
+#: the RULE lines after it, up to the next ``## `` header, are notes.
+FACTUAL_NOTES_HEADER = "Patterns a reader can note in these records (unverified):"
+
+
+def parse_rule_sections(text: str) -> list[tuple[str, str | None, str, str, bool]]:
+    """``(rule_id, cue or None, before, after, noted)`` of every RULE line, in order; ``noted`` is true
+    for lines under :data:`FACTUAL_NOTES_HEADER` (patterns in raw records rather than guidance)."""
+    out = []
+    noted = False
+    for line in text.splitlines():
+        s = line.strip()
+        if s == FACTUAL_NOTES_HEADER:
+            noted = True
+            continue
+        if s.startswith("## "):
+            noted = False
+            continue
+        m = _RULE_RE.match(s)
+        if m:
+            out.append((m.group(1), m.group(2) if m.group(2) is not None else None, m.group(3), m.group(4), noted))
+    return out
 
 
 def parse_rule_lines(text: str) -> list[tuple[str, str | None, str, str]]:

@@ -232,17 +232,18 @@ class ScriptedBackbone(TextBackbone):
 
         A rule applies when it is ``ALWAYS`` or its cue phrase occurs in the
         question; it is followed with ``p_follow_guidance`` (times
-        ``p_pick_up_factual`` when the lines are notes under raw past records)
+        ``p_pick_up_factual`` for a pattern noted under raw past records, i.e. under
+        :data:`~cfjax.llm.prompts.FACTUAL_NOTES_HEADER`)
         and carried by the domain's :meth:`~cfjax.types.EditModel.transfer`
         (its resolver adapts identifiers to this environment).
         """
         c = self.config
-        p = c.p_follow_guidance * (c.p_pick_up_factual if memory.kind == "trajectories" else 1.0)
         applied = []
         q = task.question.lower()
-        for rule_id, cue, before, after in prompts.parse_rule_lines(memory.text):
+        for rule_id, cue, before, after, noted in prompts.parse_rule_sections(memory.text):
             if cue is not None and cue.lower() not in q:
                 continue
+            p = c.p_follow_guidance * (c.p_pick_up_factual if noted or memory.kind == "trajectories" else 1.0)
             if rng.random() >= p:
                 continue
             moved = self.edits.transfer(before, after, action, self.domain.env(task))

@@ -20,6 +20,7 @@ from cfjax.antipersist.protocol import (ROWS, APConfig, make_selector, new_state
                                         run_task)
 from cfjax.config import load_toml, save_toml
 from cfjax.experiments.antipersist import run_all
+from cfjax.llm import prompts
 from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedBackbone, ScriptedConfig
 from cfjax.types import DraftRequest, answer_key_guard
 
@@ -99,11 +100,14 @@ def test_corrective_rebinds_the_good_shape_onto_the_failures_identifiers(suite):
 
 def test_memory_kinds_and_the_prompt_limit():
     assert compose_memory("", []) is None
-    rec = "## Relevant Past Experience (factual records)\nTask: q\nPatterns...\nRULE f.0: ALWAYS REPLACE `a` WITH `b`"
+    rec = (f"## Relevant Past Experience (factual records)\nTask: q\n{prompts.FACTUAL_NOTES_HEADER}\n"
+           "RULE f.0: ALWAYS REPLACE `a` WITH `b`")
     m = compose_memory(rec, [])
     assert m.kind == "trajectories" and "RULE f.0" in m.text
     g = compose_memory(rec, ["## Avoidance Rules (corrective reflection)\nRULE c.0: ALWAYS REPLACE `x` WITH `y`"])
-    assert g.kind == "guidance" and "RULE c.0" in g.text and "NOTE f.0" in g.text and "RULE f.0" not in g.text
+    assert g.kind == "guidance" and "RULE c.0" in g.text and "RULE f.0" in g.text
+    # the guidance rule is guidance; the records' pattern stays a note (picked up with p_pick_up_factual)
+    assert [(r[0], r[4]) for r in prompts.parse_rule_sections(g.text)] == [("c.0", False), ("f.0", True)]
     long = compose_memory("", ["## H\n" + "\n".join(f"RULE r{i}: ALWAYS REPLACE `{'x' * 200}` WITH `y`"
                                                      for i in range(40))])
     assert len(long.text) <= 3000 and all(len(ln) > 200 or ln == "## H" for ln in long.text.split("\n"))
