@@ -36,11 +36,12 @@ import numpy as np
 
 from cfjax.antipersist.guidance import MODES
 from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_method
+from cfjax.experiments.common import finite, spread
 from cfjax.experiments.countermem import BackboneSpec
 from cfjax.infra.io import atomic_write_bytes, atomic_write_text
 
 __all__ = ["APJob", "run_all", "run_job", "aggregate", "format_table", "format_summary", "plot_success",
-           "eval_subset", "run_main"]
+           "run_main"]
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,6 @@ class APJob:
     backbone: BackboneSpec = BackboneSpec("scripted")
 
 
-def eval_subset(tasks: Sequence, m: int) -> list:
-    """At most ``m`` tasks taken evenly along the split (every family stays represented); 0 = all."""
-    if m <= 0 or len(tasks) <= m:
-        return list(tasks)
-    step = len(tasks) / m
-    return [tasks[int(i * step)] for i in range(m)]
-
-
 def run_job(job: APJob) -> dict:
     """One (suite, row, seed): K iterations; returns plain data (the function worker processes run)."""
     from cfjax.domains import open_suite
@@ -72,7 +65,7 @@ def run_job(job: APJob) -> dict:
     suite = open_suite(job.suite, job.root)
     sp = suite.splits(seed=job.cfg.split_seed)
     train_pool = list(sp.build) + list(sp.train) + list(sp.val)
-    eval_tasks = eval_subset(sp.eval, job.cfg.max_eval_tasks)
+    eval_tasks = spread(sp.eval, job.cfg.max_eval_tasks)
     backbone = job.backbone.make(suite, job.seed, job.cfg)  # type: ignore[arg-type]  # reads cfg.scripted
     raw = suite.world()
     try:
@@ -158,13 +151,13 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
     per_suite = {}
     for s in suites:
         payload = aggregate([j for j in done if j["suite"] == s], suite=s, rows=rows, cfg=cfg, label=spec.label)
-        atomic_write_text(out / s / "results.json", json.dumps(_finite(payload), indent=1) + "\n")
+        atomic_write_text(out / s / "results.json", json.dumps(finite(payload), indent=1) + "\n")
         plot_success(payload, out / s / "success_by_iteration.png")
         log(format_table(payload))
         per_suite[s] = payload
     combined = {"backbone": spec.label, "suites": per_suite, "seeds": list(cfg.seeds), "rows": list(rows),
                 "summary": summarize(per_suite, rows)}
-    atomic_write_text(out / "results.json", json.dumps(_finite(combined), indent=1) + "\n")
+    atomic_write_text(out / "results.json", json.dumps(finite(combined), indent=1) + "\n")
     report = "\n\n".join([format_table(p) for p in per_suite.values()] + [format_summary(combined)])
     atomic_write_text(out / "report.txt", report + "\n")
     log(format_summary(combined))
@@ -236,16 +229,6 @@ def format_summary(combined: dict) -> str:
     for r, v in combined["summary"].items():
         lines.append(f"{r:<20}" + "".join(f"{v['by_suite'][s]:>9.1f}" for s in suites) + f"{v['mean']:>9.1f}")
     return "\n".join(lines)
-
-
-def _finite(obj):
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def plot_success(payload: dict, path: str | Path) -> None:

@@ -36,7 +36,6 @@ total task-run tokens — overall and per transfer condition (App. D.4).
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -56,6 +55,7 @@ from cfjax.kernels import dqn
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import Backbone
 from cfjax.llm.scripted import stable_seed
+from cfjax.experiments.common import finite, spread
 from cfjax.domains.base import TRANSFER_CONDITIONS, Suite, transfer_condition
 from cfjax.types import Splits, Task
 from cfjax.infra.cache import CachedWorld
@@ -124,15 +124,8 @@ def quick_splits(splits: Splits, max_tasks: int) -> Splits:
     """At most ``max_tasks`` of build/train/eval (val: a quarter), taken evenly along each split so
     that every family and transfer condition stays represented."""
     m = max_tasks
-    return Splits(tuple(_spread(splits.build, m)), tuple(_spread(splits.train, m)),
-                  tuple(_spread(splits.val, max(2, m // 4))), tuple(_spread(splits.eval, m)))
-
-
-def _spread(tasks: Sequence[Task], m: int) -> list[Task]:
-    if len(tasks) <= m:
-        return list(tasks)
-    step = len(tasks) / m
-    return [tasks[int(i * step)] for i in range(m)]
+    return Splits(tuple(spread(splits.build, m)), tuple(spread(splits.train, m)),
+                  tuple(spread(splits.val, max(2, m // 4))), tuple(spread(splits.eval, m)))
 
 
 @dataclass
@@ -387,17 +380,6 @@ def _accumulation(ctx: UnitContext, greedy: Policy, seed: int) -> dict:
 def suite_world_kwargs(suite: Suite, config: CounterMemConfig) -> dict:
     """World options from the config: every world takes a wall-clock ``timeout_s`` per check."""
     return {"timeout_s": config.world_timeout_s}
-
-
-def finite(obj):
-    """JSON-safe copy: non-finite floats become ``None``."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
 
 
 # --------------------------------------------------------------------------- many units
