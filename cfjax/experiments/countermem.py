@@ -36,26 +36,22 @@ total task-run tokens — overall and per transfer condition (App. D.4).
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from cfjax.config import CounterMemConfig, ExperimentConfig
-from cfjax.countermem import baselines as B
-from cfjax.countermem.agent import Agent, Episode, Policy, skip_policy, top1_policy
+from cfjax.config import CounterMemConfig
+from cfjax.countermem.agent import Agent, Episode, Policy, skip_policy
 from cfjax.experiments.metrics import row_metrics
-from cfjax.countermem.pipeline import _EP_BUILD, _EP_EVAL, _greedy_policy, construct, train_selector
-from cfjax.countermem.store import MemoryStore, Retrieved
+from cfjax.countermem.pipeline import _EP_EVAL, _greedy_policy, construct, train_selector
+from cfjax.countermem.store import MemoryStore
 from cfjax.kernels import dqn
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import Backbone
-from cfjax.llm.scripted import stable_seed
 from cfjax.experiments.common import finite, spread
+from cfjax.experiments.rows import ABLATION_ROWS, MAIN_ROWS, RETRIEVAL_ROWS, ROW_SPECS, ROWS
 from cfjax.domains.base import TRANSFER_CONDITIONS, Suite, transfer_condition
 from cfjax.types import Splits, Task
 from cfjax.infra.cache import CachedWorld
@@ -64,12 +60,6 @@ __all__ = ["ROWS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS", "expand_rows"
            "BackboneSpec", "quick_splits", "resolve_suites", "backbone_spec", "progress_bars", "run_main",
            "report_main"]
 
-MAIN_ROWS = ("none", "best_of_n", "expel", "cf_memory")
-ABLATION_ROWS = ("cf_without_wm", "wm_without_cf")
-RETRIEVAL_ROWS = ("random_retrieval", "shuffled_retrieval", "no_condition")
-GROUP_ROWS = ("retention", "accumulation")
-ROWS = MAIN_ROWS + ABLATION_ROWS + RETRIEVAL_ROWS + GROUP_ROWS
-RETENTION_RULES = ("utility", "similarity", "recency", "random")
 
 ProgressFactory = Callable[[str, int], object]
 
@@ -128,6 +118,16 @@ def quick_splits(splits: Splits, max_tasks: int) -> Splits:
                   tuple(spread(splits.val, max(2, m // 4))), tuple(spread(splits.eval, m)))
 
 
+@dataclass(frozen=True)
+class MainRun:
+    """What the interventions reuse from the full method's run (App. D.3, D.5: only the memory
+    snapshot changes; the trained selector stays)."""
+
+    store: MemoryStore
+    agent: Agent
+    greedy: Policy
+
+
 @dataclass
 class UnitContext:
     suite: Suite
@@ -140,6 +140,7 @@ class UnitContext:
     conditions: dict[str, str]
     progress: ProgressFactory
     episodes: dict[str, list[Episode]] = field(default_factory=dict)
+    main: "MainRun | None" = None  # the full method's frozen store, agent and greedy selector (set by run_unit)
 
     def agent(self, store: MemoryStore | None, config: CounterMemConfig | None = None, retriever=None) -> Agent:
         return Agent(self.backbone, self.world, config or self.config, store=store, envs=dict(self.suite.envs()),
@@ -177,44 +178,6 @@ class UnitContext:
                                                                         measure_draft=memory), memory=memory)
 
 
-def _random_retriever(store: MemoryStore, seed: int) -> Callable:
-    """§6.2 random retrieval: k records drawn uniformly from the store (no matching, no filter);
-    the features carry their true similarity to the current state."""
-    rids = sorted(store.records)
-
-    def retrieve(task: Task, state: str, emb: np.ndarray, attempt: int, use_conditions: bool) -> list[Retrieved]:
-        pool = [r for r in rids if store.records[r].source_task != task.task_id]
-        rng = random.Random(stable_seed("random_retrieval", seed, task.task_id, attempt))
-        pick = rng.sample(pool, min(store.retrieval.k, len(pool)))
-        out = []
-        for rid in pick:
-            rel = float(store._situation[rid] @ emb)
-            st = store.stats[rid]
-            out.append(Retrieved(store.records[rid], st, rel, rel + store.retrieval.lambda_reuse * st.u))
-        out.sort(key=lambda r: -r.score)
-        return out
-
-    return retrieve
-
-
-def _shuffled_retriever(store: MemoryStore, tasks: Sequence[Task], seed: int) -> Callable:
-    """§6.2 shuffled retrieval: each held-out task receives the records matched (Eq. 7–8) to the
-    state of another held-out task (a seeded derangement)."""
-    ids = [t.task_id for t in tasks]
-    rng = random.Random(seed)
-    perm = list(range(len(ids)))
-    if len(ids) > 1:
-        while any(i == p for i, p in enumerate(perm)):
-            rng.shuffle(perm)
-    other = {ids[i]: tasks[p] for i, p in enumerate(perm)}
-
-    def retrieve(task: Task, state: str, emb: np.ndarray, attempt: int, use_conditions: bool) -> list[Retrieved]:
-        o = other.get(task.task_id, task)
-        return store.retrieve(o, o.question, use_conditions=use_conditions)
-
-    return retrieve
-
-
 def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Backbone, rows: Sequence[str],
              splits: Splits | None = None, threads: int = 1, progress: ProgressFactory | None = None,
              log: Callable[[str], None] = lambda s: None, out_dir: str | Path | None = None) -> dict:
@@ -225,7 +188,6 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     from cfjax.countermem.pipeline import null_progress
 
     t0 = time.perf_counter()
-    ex: ExperimentConfig = config.experiment
     rows = expand_rows(rows)
     progress = progress or null_progress
     splits = splits or suite.splits(seed=config.split_seed, n_val=config.n_val)
@@ -265,76 +227,14 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     res["rows"]["cf_memory"] = ctx.agent_rows("cf_memory", agent, greedy, memory=True)
     timed("eval_none_cf", t)
 
-    if "best_of_n" in rows:
+    ctx.main = MainRun(store, agent, greedy)
+    for name in rows:
+        spec = ROW_SPECS.get(name)
+        if spec is None:  # none and cf_memory ran above
+            continue
         t = time.perf_counter()
-        jl = B.JudgeLog()
-        res["rows"]["best_of_n"] = ctx.run_rows("best_of_n", lambda e, tk, led: B.best_of_n_episode(
-            tk, backbone=backbone, world=world, config=config, n=ex.best_of_n, edits=suite.edits, ledger=led, episode=e,
-            judge_log=jl),
-            memory=False)
-        res["rows"]["best_of_n"]["judge"] = {"calls": jl.calls, "parse_failures": jl.parse_failures,
-                                              "failed_replies": jl.failed_replies}
-        timed("best_of_n", t)
-
-    if "expel" in rows:
-        t = time.perf_counter()
-        mem = B.build_expel(list(splits.build), backbone=backbone, world=world, config=config, edits=suite.edits,
-                            ledger=Ledger("expel/build"), episode0=_EP_BUILD)
-        res["rows"]["expel"] = ctx.run_rows("expel", lambda e, tk, led: B.expel_episode(
-            tk, backbone=backbone, world=world, config=config, memory=mem, edits=suite.edits, ledger=led,
-            episode=e), memory=True)
-        res["rows"]["expel"]["lessons"] = len(mem)
-        timed("expel", t)
-
-    if "cf_without_wm" in rows:
-        t = time.perf_counter()
-        cfg_u = dataclasses.replace(config, generator=dataclasses.replace(config.generator, verify=False))
-        st_u = MemoryStore(cfg_u.store, cfg_u.retrieval, edits=suite.edits)
-        ag_u = ctx.agent(st_u, cfg_u)
-        construct(ag_u, splits.build, seed=seed, progress=progress)
-        p_u, _, _ = train_selector(ag_u, splits.train, splits.val, seed=seed, progress=progress)
-        res["rows"]["cf_without_wm"] = ctx.agent_rows("cf_without_wm", ag_u,
-                                                      _greedy_policy(dqn.jit_selector(dqn.make_dqn(config.dqn)), p_u), memory=True)
-        res["rows"]["cf_without_wm"]["records"] = len(st_u)
-        timed("cf_without_wm", t)
-
-    if "wm_without_cf" in rows:
-        t = time.perf_counter()
-        envs = suite.envs()
-        res["rows"]["wm_without_cf"] = ctx.run_rows("wm_without_cf", lambda e, tk, led: B.wm_without_cf_episode(
-            tk, backbone=backbone, world=world, config=config, edits=suite.edits, env=envs.get(tk.env_id),
-            ledger=led, episode=e), memory=False)
-        timed("wm_without_cf", t)
-
-    if "random_retrieval" in rows:
-        ag = ctx.agent(store, retriever=_random_retriever(store, seed))
-        res["rows"]["random_retrieval"] = ctx.agent_rows("random_retrieval", ag, greedy, memory=True)
-    if "shuffled_retrieval" in rows:
-        ag = ctx.agent(store, retriever=_shuffled_retriever(store, splits.eval, seed))
-        res["rows"]["shuffled_retrieval"] = ctx.agent_rows("shuffled_retrieval", ag, greedy, memory=True)
-    if "no_condition" in rows:
-        cfg_nc = dataclasses.replace(config, retrieval=dataclasses.replace(config.retrieval, use_conditions=False))
-        res["rows"]["no_condition"] = ctx.agent_rows("no_condition", ctx.agent(store, cfg_nc), greedy, memory=True)
-
-    if "retention" in rows:
-        t = time.perf_counter()
-        group = {}
-        cap = max(1, round(ex.retention_fraction * len(store)))
-        for rule in RETENTION_RULES:
-            cfg_r = dataclasses.replace(config, store=dataclasses.replace(
-                config.store, capacity=cap, retention=rule, seed=seed))
-            st_r = MemoryStore(cfg_r.store, cfg_r.retrieval, edits=suite.edits)
-            construct(ctx.agent(st_r, cfg_r), splits.build, seed=seed, progress=progress)
-            m = ctx.agent_rows(f"retention_{rule}", ctx.agent(st_r, cfg_r), greedy, memory=True)
-            m["records"] = len(st_r)
-            group[rule] = m
-        res["groups"]["retention"] = {"capacity": cap, "rules": group}
-        timed("retention", t)
-
-    if "accumulation" in rows:
-        t = time.perf_counter()
-        res["groups"]["accumulation"] = _accumulation(ctx, greedy, seed)
-        timed("accumulation", t)
+        res[spec.section][name] = spec.run(ctx)
+        timed(name, t)
 
     res["cache"] = {"hits": world.hits, "misses": world.misses}
     res["seconds"] = round(time.perf_counter() - t0, 2)
@@ -344,37 +244,6 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         f"{k} {v['success']:.1f}" for k, v in res["rows"].items() if v.get("success") is not None)
         + f"  ({res['seconds']:.0f}s)")
     return res
-
-
-def _accumulation(ctx: UnitContext, greedy: Policy, seed: int) -> dict:
-    """App. D.3: one construction stream (T_build then T_train in a seed-dependent order, never
-    T_eval), the store saved after 0/25/50/100/200 source tasks, each snapshot evaluated
-    frozen with the main run's selector. Checkpoints beyond the stream are skipped (reported)."""
-    cfg = ctx.config
-    stream = list(ctx.splits.build) + list(ctx.splits.train)
-    random.Random(seed).shuffle(stream)
-    marks = sorted(set(cfg.experiment.accumulation_checkpoints))
-    store = MemoryStore(cfg.store, cfg.retrieval, edits=ctx.suite.edits)
-    agent = ctx.agent(store)
-    rng = random.Random(seed)
-    ledger = Ledger("accumulation/build")
-    policy = top1_policy if cfg.agent.construction_uses_memory else skip_policy
-    points: dict[str, dict] = {}
-    done = 0
-    for n in marks:
-        if n > len(stream):
-            break
-        while done < n:
-            agent.run_episode(stream[done], policy, ledger, episode=_EP_BUILD + 500_000 + done, construct=True,
-                              rng=rng)
-            done += 1
-        snap = MemoryStore.from_payload(store.to_payload(), ctx.suite.edits)
-        snap.freeze()
-        m = ctx.agent_rows(f"accumulation_{n}", ctx.agent(snap), greedy, memory=True)
-        m["records"] = len(snap)
-        points[str(n)] = m
-    return {"stream": len(stream), "checkpoints": points,
-            "skipped": [n for n in marks if n > len(stream)]}
 
 
 def suite_world_kwargs(suite: Suite, config: CounterMemConfig) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cfjax.experiments.countermem import ROWS, RETENTION_RULES
+from cfjax.experiments.rows import RETENTION_RULES, ROWS
 from cfjax.domains.base import TRANSFER_CONDITIONS
 
 __all__ = ["aggregate", "format_report", "draw_figures", "load_results"]

@@ -16,8 +16,6 @@ from cfjax.experiments.countermem import (
     ROWS,
     BackboneSpec,
     UnitJob,
-    _random_retriever,
-    _shuffled_retriever,
     expand_rows,
     quick_splits,
     row_metrics,
@@ -25,6 +23,7 @@ from cfjax.experiments.countermem import (
     run_unit,
 )
 from cfjax.experiments.report import aggregate, draw_figures, format_report
+from cfjax.experiments.rows import _random_retriever, _shuffled_retriever
 from cfjax.countermem.store import MemoryStore
 from cfjax.infra.ledger import Ledger
 from cfjax.llm import prompts
