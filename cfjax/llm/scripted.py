@@ -2,9 +2,10 @@
 
 :class:`ScriptedBackbone` is domain independent; a :class:`ScriptedDomain`
 supplies the domain's edit model (:mod:`cfjax.types`) and error model
-(one characteristic one-unit slip per task family, cue dependent). The SQL
-domain is documented below; the Python (``cfjax.domains.python``) and SAT/SMT
-(``cfjax.domains.sat``) domains document their tables in their own modules.
+(one characteristic one-unit slip per task family, cue dependent). Each
+domain documents its family table in its own ``script.py``
+(``cfjax.domains.sql.script``, ``cfjax.domains.python.script``,
+``cfjax.domains.sat.script``).
 
 It is **not** an LLM. It stands in for one so that the whole pipeline runs
 offline on a CPU, and every figure it produces is labelled "scripted
@@ -24,7 +25,7 @@ observable attributes, its own attempts and the evaluator's feedback.
 
 **Drafts** (DRAFT_ACTION). The domain's draft is a correct action with
 *systematic, cue-dependent errors*, each an edit of exactly one decision unit. Every task
-family has one characteristic error (table below). On attempt ``t`` (0-based)
+family has one characteristic error. On attempt ``t`` (0-based)
 an error fires independently with probability
 ``p_variant × weight × retry_factor**t``, where ``p_variant`` is
 ``p_error`` for base and new-surface tasks and ``p_error_look_alike`` for
@@ -32,26 +33,14 @@ look-alike tasks (the look-alike's error is the *opposite* slip, e.g. ``>=``
 for "strictly above"). Independently, with ``p_noise`` one random rule
 operator is applied to a random unit (an uncorrelated slip memory cannot be
 expected to fix). ``retry_factor < 1`` models that evaluator feedback
-sometimes makes the model fix its own error on the next attempt. When the
+sometimes makes the model fix its own error on the next attempt (the
+family tables live in each domain's ``script.py``). When the
 request shows memory (``DraftRequest.memory``, Anti-Persistence guidance),
 each applicable ``RULE`` line (``ALWAYS``, or its cue phrase in the question)
 is followed with ``p_follow_guidance`` (times ``p_pick_up_factual`` for
 patterns noted under raw past records), carried by the domain's
 :meth:`~cfjax.types.EditModel.transfer`; the reply lists them on an
 ``APPLIED:`` line.
-
-=================  ==================================  ========================================
-family             base / new-surface error            look-alike error
-=================  ==================================  ========================================
-lower/upper_bound  ``>=`` → ``>`` (``<=`` → ``<``)     ``>`` → ``>=`` (``<`` → ``<=``)
-join_key           FK join → ``a.id = b.id``           ``a.id = b.id`` → FK join
-distinct           drops DISTINCT                      adds DISTINCT
-null_check         ``IS NULL`` → ``= ''``              ``= ''`` → ``IS NULL``
-string_case        ``LOWER(c) = 'x'`` → ``c = 'x'``    ``c = 'X'`` → ``LOWER(c) = 'x'``
-count_nonnull      ``COUNT(col)`` → ``COUNT(*)``       ``COUNT(*)`` → ``COUNT(col)``
-having             ``>=`` → ``>``; also FK join slip   ``>`` → ``>=``
-order_limit        DESC → ASC                          ASC → DESC
-=================  ==================================  ========================================
 
 **Local alternatives** (GENERATE_LOCAL_ALTERNATIVES). With ``p_propose_fix``
 (the driver's competence draw) the reply contains one true one-unit fix, which

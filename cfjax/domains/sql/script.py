@@ -1,8 +1,23 @@
-"""The scripted backbone's SQL error model (the family table of :mod:`cfjax.llm.scripted`).
+"""The scripted backbone's SQL error model.
 
 It is a *seeded simulator* of an LLM's systematic errors, not an LLM; see
 :mod:`cfjax.llm.scripted` for drafts, alternatives, distillation, revision,
-the judge and ExpeL lessons, which are domain independent.
+the judge and ExpeL lessons, which are domain independent. Each family has
+one characteristic one-unit slip on base and new-surface tasks and the
+opposite slip on look-alikes:
+
+=================  ==================================  ========================================
+family             base / new-surface error            look-alike error
+=================  ==================================  ========================================
+lower/upper_bound  ``>=`` → ``>`` (``<=`` → ``<``)     ``>`` → ``>=`` (``<`` → ``<=``)
+join_key           FK join → ``a.id = b.id``           ``a.id = b.id`` → FK join
+distinct           drops DISTINCT                      adds DISTINCT
+null_check         ``IS NULL`` → ``= ''``              ``= ''`` → ``IS NULL``
+string_case        ``LOWER(c) = 'x'`` → ``c = 'x'``    ``c = 'X'`` → ``LOWER(c) = 'x'``
+count_nonnull      ``COUNT(col)`` → ``COUNT(*)``       ``COUNT(*)`` → ``COUNT(col)``
+having             ``>=`` → ``>``; also FK join slip   ``>`` → ``>=``
+order_limit        DESC → ASC                          ASC → DESC
+=================  ==================================  ========================================
 """
 
 from __future__ import annotations
