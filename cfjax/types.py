@@ -16,6 +16,8 @@ every piece of memory a method shows a backbone travels in one field,
 
 from __future__ import annotations
 
+import re
+
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
-    "Task", "AnswerKey", "Splits", "SplitOverlapError", "check_disjoint", "AnswerKeyAccessError", "answer_key_guard", "Outcome", "Attempt", "Usage", "Unit", "EditError", "single_diff",
+    "Task", "AnswerKey", "Splits", "SplitOverlapError", "check_disjoint", "AnswerKeyAccessError", "answer_key_guard", "Outcome", "Attempt", "Usage", "Unit", "EditError", "single_diff", "contains_phrase",
     "World", "EditModel", "Backbone", "Domain",
     "MemoryText", "MEMORY_KINDS", "DraftRequest", "AlternativesRequest", "DistilRequest", "ReviseRequest", "JudgeRequest",
     "InsightRequest", "Completion", "DraftResult", "AlternativesResult", "DistilResult", "ReviseResult",
@@ -419,6 +421,21 @@ class Unit:
 
     kind: str
     text: str
+
+
+def contains_phrase(text: str, phrase: str) -> bool:
+    """Whether ``phrase`` occurs in ``text`` as whole words (case-folded, whitespace runs collapsed).
+
+    ``"at least"`` is found in "earn at least 5" but not in "flat leastwise"; the
+    one phrase test every condition and rule cue uses. Literal: "no more than 5"
+    *does* contain the words "more than" — a condition that means to exclude it
+    says so (``not question contains "no more than"``).
+    """
+    p = " ".join(phrase.casefold().split())
+    if not p:
+        return False
+    t = " ".join(text.casefold().split())
+    return re.search(r"(?<!\w)" + re.escape(p) + r"(?!\w)", t) is not None
 
 
 def single_diff(ub: Sequence[Unit], ua: Sequence[Unit]) -> tuple[int, Unit, Unit] | None:

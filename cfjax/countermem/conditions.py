@@ -44,8 +44,10 @@ Examples::
 Evaluation semantics (``Condition.evaluate(attrs)``):
 
 * ``none`` (:data:`UNIVERSAL`) is true for every task.
-* ``question contains "p"``: ``p`` is a substring of ``attrs["question"]``
-  after case folding and collapsing whitespace runs to one space on both sides.
+* ``question contains "p"``: ``p`` occurs in ``attrs["question"]`` as whole
+  words (:func:`cfjax.types.contains_phrase`: word boundaries at both ends, after
+  case folding and collapsing whitespace runs on both sides). Literal: "no more
+  than" contains the words "more than".
 * String equality and ``in`` are also case-folded and whitespace-normalised.
   For a tuple-valued attribute ``a = "v"`` means ``"v"`` is an element,
   ``a != "v"`` means it is not, and ``a in [...]`` means some element is listed.
@@ -79,6 +81,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
+
+from cfjax.types import contains_phrase
 
 __all__ = [
     "And",
@@ -268,7 +272,7 @@ UNIVERSAL: Universal = Universal()
 
 @dataclass(frozen=True)
 class Contains(Condition):
-    """``question contains "phrase"``: case-insensitive, whitespace-normalised substring.
+    """``question contains "phrase"``: case-insensitive, whitespace-normalised, on word boundaries.
 
     Attributes:
       phrase: the phrase as written; must contain a non-whitespace character.
@@ -284,7 +288,7 @@ class Contains(Condition):
 
     def evaluate(self, attrs: Mapping[str, Any]) -> bool:  # noqa: D102
         q = _lookup(attrs, "question")
-        return isinstance(q, str) and _norm(self.phrase) in _norm(q)
+        return isinstance(q, str) and contains_phrase(q, self.phrase)
 
     def attributes(self) -> frozenset[str]:  # noqa: D102
         return frozenset({"question"})

@@ -358,7 +358,8 @@ def test_python_code_is_rejected_not_evaluated(text: str, monkeypatch: pytest.Mo
 def test_module_never_calls_eval_exec_or_imports_dynamically() -> None:
     tree = ast.parse(inspect.getsource(cond_mod))
     banned = {"eval", "exec", "compile", "__import__", "getattr", "setattr", "import_module", "literal_eval", "system"}
-    allowed_imports = {"__future__", "math", "re", "collections.abc", "dataclasses", "typing"}
+    allowed_imports = {"__future__", "math", "re", "collections.abc", "dataclasses", "typing",
+                       "cfjax.types"}  # contains_phrase: the one whole-word phrase test
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             f = node.func

@@ -165,3 +165,27 @@ def test_suite_splits_do_not_depend_on_a_previous_call(suite, tmp_path):
 def test_suite_splits_bad_fractions_raise(suite, kwargs):
     with pytest.raises(ValueError):
         suite.splits(seed=1, **kwargs)
+
+
+# --------------------------------------------------------------------------- twins (issue 11)
+
+
+@pytest.mark.parametrize("name", ["sql", "pybugs", "sat"])
+@pytest.mark.parametrize("seed", [12345, 1, 2])
+def test_no_held_out_gold_action_appears_outside_eval_in_the_same_environment(name, seed, tmp_path_factory):
+    """Twins (same environment, same normalised gold action, e.g. base ↔ new-surface) never straddle
+    the held-out boundary: the leak the id check alone cannot see."""
+    from cfjax.domains import build_suite
+
+    s = build_suite(name, tmp_path_factory.mktemp(name))
+    sp = s.splits(seed=seed)
+
+    def twin(t):
+        return t.env_id, s.edits.normalize(s.answer_key(t.task_id).gold)
+
+    seen = {twin(t) for part in (sp.build, sp.train, sp.val) for t in part}
+    leaks = [t.task_id for t in sp.eval if twin(t) in seen]
+    assert leaks == []
+    # the suites do have twins, so the grouping is not vacuous
+    keys = [twin(t) for t in s.tasks]
+    assert len(set(keys)) < len(keys)
