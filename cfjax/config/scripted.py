@@ -32,8 +32,7 @@ class ScriptedConfig:
     p_error_look_alike: float = 0.1  # DRAFT_ACTION: the opposite slip on look-alike tasks
     p_noise: float = 0.05  # DRAFT_ACTION: one random rule operator on a random unit (uncorrelated slip)
     retry_factor: float = 0.7  # error probability × retry_factor**attempt (feedback alone fixes some slips)
-    p_propose_fix: float = 0.5  # GENERATE_LOCAL_ALTERNATIVES: the true one-unit fix is among the proposals
-    n_wrong_proposals: int = 1  # GENERATE_LOCAL_ALTERNATIVES: plausible wrong edits added every time
+    p_propose_fix: float = 0.5  # GENERATE_LOCAL_ALTERNATIVES: the true one-unit fix is among the K proposals
     p_condition_semantic: float = 0.5  # DISTIL_RECORD: the condition is the semantic lexicon attribute
     p_condition_surface: float = 0.25  # DISTIL_RECORD: the condition is the cue phrase (else too broad)
     p_ignore_record: float = 0.1  # REVISE_WITH_RECORD: returns the draft unchanged
@@ -50,5 +49,3 @@ class ScriptedConfig:
                 raise ValueError(f"ScriptedConfig.{name} must be in [0, 1], got {v}")
         if self.p_condition_semantic + self.p_condition_surface > 1.0:
             raise ValueError("p_condition_semantic + p_condition_surface must be ≤ 1")
-        if self.n_wrong_proposals < 0:
-            raise ValueError(f"ScriptedConfig.n_wrong_proposals must be ≥ 0, got {self.n_wrong_proposals}")

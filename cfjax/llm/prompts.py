@@ -308,7 +308,8 @@ def render_insight(req: "InsightRequest") -> str:
         for i, a in enumerate(req.trajectory, 1)), "trajectory")
     return (
         f"{_system(t)}\n\n### Task\n{t.question}\n\n### Trajectory ({'solved' if req.solved else 'not solved'})\n"
-        f"{traj}\n\n### Instructions\nExtract one transferable lesson for future tasks. Reply with\n"
+        f"{traj}\n\nAttributes of this task (name = value; the same list the CounterMem distiller sees):\n"
+        f"{render_attrs(t.attrs)}\n\n### Instructions\nExtract one transferable lesson for future tasks. Reply with\n"
         "LESSON: <the lesson, or none>\nand, if the lesson is a concrete change of one decision unit, a line\n"
         "EDIT: <unit before> -> <unit after>"
     )

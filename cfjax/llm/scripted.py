@@ -36,17 +36,21 @@ expected to fix). ``retry_factor < 1`` models that evaluator feedback
 sometimes makes the model fix its own error on the next attempt (the
 family tables live in each domain's ``script.py``). When the
 request shows memory (``DraftRequest.memory``, Anti-Persistence guidance),
-each applicable ``RULE`` line (``ALWAYS``, or its cue phrase in the question)
+each applicable ``RULE`` line (``ALWAYS``, or its cue phrase in the question, on word boundaries)
 is followed with ``p_follow_guidance`` (times ``p_pick_up_factual`` for
 patterns noted under raw past records), carried by the domain's
 :meth:`~cfjax.types.EditModel.transfer`; the reply lists them on an
 ``APPLIED:`` line.
 
 **Local alternatives** (GENERATE_LOCAL_ALTERNATIVES). With ``p_propose_fix``
-(the driver's competence draw) the reply contains one true one-unit fix, which
-it asks of the competence interface (:meth:`ScriptedDomain.true_fixes`);
-it always adds ``n_wrong_proposals`` plausible wrong edits from the rule
-operators. Some proposals are therefore right and some wrong.
+(the driver's competence draw, made from its own seed) the reply contains one
+true one-unit fix, which it asks of the competence interface
+(:meth:`ScriptedDomain.true_fixes`); the remaining slots up to K are filled
+with *plausible distractors* — the domain's rule operators (which include
+edits beyond the inverses of the simulated slips), never the true fix. So on a
+failed draft that one unit edit can fix, the fix is among the K alternatives
+with probability ``p_propose_fix`` (a test measures it on every suite); a
+draft with two wrong units has no one-unit fix.
 
 **Distillation** (DISTIL_RECORD). The situation text names the question's
 cue phrase and the masked edit. The condition uses only the observable
@@ -91,7 +95,7 @@ from cfjax.config.scripted import ScriptedConfig  # re-exported: the simulator's
 from cfjax.llm import prompts
 from cfjax.llm.base import TextBackbone
 from cfjax.types import (AlternativesRequest, Completion, DistilRequest, DraftRequest, EditError, EditModel,
-                         InsightRequest, JudgeRequest, MemoryText, ReviseRequest, Task, Usage)
+                         InsightRequest, JudgeRequest, MemoryText, ReviseRequest, Task, Usage, contains_phrase)
 
 __all__ = ["ScriptedConfig", "ScriptedDomain", "ScriptedBackbone", "SCRIPTED_LABEL", "stable_seed"]
 
@@ -228,9 +232,8 @@ class ScriptedBackbone(TextBackbone):
         """
         c = self.config
         applied = []
-        q = task.question.lower()
         for rule_id, cue, before, after, noted in prompts.parse_rule_sections(memory.text):
-            if cue is not None and cue.lower() not in q:
+            if cue is not None and not contains_phrase(task.question, cue):
                 continue
             p = c.p_follow_guidance * (c.p_pick_up_factual if noted or memory.kind == "trajectories" else 1.0)
             if rng.random() >= p:
@@ -257,14 +260,12 @@ class ScriptedBackbone(TextBackbone):
             lines.append(f"EDIT: REPLACE [{i}] WITH {fixes[i]}")
         rules = ed.rule_edits(req.action, self.domain.env(req.task))
         rng.shuffle(rules)
-        n_wrong = 0
-        for i, text in rules:
-            if n_wrong >= c.n_wrong_proposals or len(lines) >= req.k:
+        for i, text in rules:  # the remaining slots: plausible distractors, never the true fix
+            if len(lines) >= req.k:
                 break
             if fixes.get(i) == text:
-                continue  # a wrong proposal must be wrong
+                continue
             lines.append(f"EDIT: REPLACE [{i}] WITH {text}")
-            n_wrong += 1
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ Module II

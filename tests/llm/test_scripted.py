@@ -265,7 +265,7 @@ def test_alternatives_in_edit_grammar_with_valid_unit_index(suite, slipped):
         req = AlternativesRequest(t, (), d, "feedback", [u.text for u in us], 4)
         r = b.generate_local_alternatives(req)
         lines = [ln for ln in r.raw.splitlines() if ln.strip()]
-        assert len(lines) <= min(req.k, 1 + b.config.n_wrong_proposals)
+        assert len(lines) <= req.k
         for ln in lines:
             m = EDIT_LINE.fullmatch(ln)
             assert m, ln
@@ -297,8 +297,44 @@ def test_alternatives_unparsable_action(suite):
     assert r.edits == ()
 
 
-def test_alternatives_number_of_wrong_proposals(suite, slipped):
+def test_alternatives_fill_k_slots_with_distractors(suite, slipped):
     nofix = bb(suite, p_propose_fix=0.0)
     for t, d, g, _ in slipped:
         req = AlternativesRequest(t, (), d, "feedback", [u.text for u in se.units(d)], 4)
-        assert len(nofix.generate_local_alternatives(req).edits) <= nofix.config.n_wrong_proposals, t.task_id
+        n_pool = len([e for e in se.rule_edits(d, suite.envs()[t.env_id]) if se.replace_unit(d, *e) != g])
+        assert len(nofix.generate_local_alternatives(req).edits) == min(4, n_pool), t.task_id
+
+
+@pytest.mark.parametrize("name", ["sql", "pybugs", "sat"])
+def test_distilled_conditions_use_only_vocabulary_the_prompt_shows(name, tmp_path_factory):
+    """Issue 11: a written condition names only attributes (with values) listed in the DISTIL_RECORD
+    prompt, and phrases that occur in the question shown there."""
+    from cfjax.countermem.conditions import Contains
+    from cfjax.domains import build_suite
+
+    s = build_suite(name, tmp_path_factory.mktemp(name))
+    b = ScriptedBackbone(s.scripted_domain(), ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
+    checked = 0
+    for t in s.tasks[::2]:
+        d = b.draft_action(DraftRequest(t)).action
+        g = s.edits.normalize(s.answer_key(t.task_id).gold)
+        diff = s.edits.diff_units(d, g)
+        if diff is None:
+            continue
+        req = DistilRequest(t, d, g, diff[1].text, diff[2].text, "evidence")
+        prompt = prompts.render_distil(req)
+        shown = prompt.rsplit("Attributes a new task is described by", 1)[1]
+        cond = parse_condition(b.distil_record(req).condition)
+        for k in cond.attributes() - {"question"}:
+            assert f"  {k} = " in shown, (t.task_id, str(cond))
+        stack = [cond]
+        while stack:  # every atom: phrases from the question, compared values as listed
+            c = stack.pop()
+            stack += [v for v in vars(c).values() if hasattr(v, "evaluate")]
+            stack += [x for v in vars(c).values() if isinstance(v, tuple) for x in v if hasattr(x, "evaluate")]
+            if isinstance(c, Contains):
+                assert c.phrase.lower() in t.question.lower(), (t.task_id, str(cond))
+            elif hasattr(c, "name") and isinstance(getattr(c, "value", None), str):
+                assert f'"{c.value}"' in shown.split(f"  {c.name} = ", 1)[1].split("\n", 1)[0], (t.task_id, str(cond))
+        checked += 1
+    assert checked > 20
