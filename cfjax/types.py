@@ -210,7 +210,8 @@ class Outcome:
         (App. B.1). An action that errors (bad SQL, forbidden statement)
         *is* a completed check with score 0.
       feedback: evaluator feedback text for the executor (never reveals the
-        gold action).
+        gold action; under a world's default ``feedback="user"`` nothing
+        derived from the reference either — see the worlds' ``feedback`` option).
       error: short machine-readable error kind or ``None``
         (``"sql_error"``, ``"forbidden"``, ``"timeout"``, ``"too_many_rows"``, ...).
       elapsed_s: wall-clock seconds spent in the check.

@@ -82,11 +82,14 @@ class PyBugsSuite(Suite):
     def test_file(self, task: Task) -> Path:
         return task_test_path(self.tests_root, task.task_id)
 
-    def world(self, **kwargs):
-        """A :class:`~cfjax.domains.python.world.PytestWorld` over this suite's test files."""
+    def world(self, *, feedback: str = "user", **kwargs):
+        """A :class:`~cfjax.domains.python.world.PytestWorld` over this suite's test files.
+
+        ``feedback``: ``"user"`` (default: failing tests' calls and the action's own results) or
+        ``"rich"`` (also the tests' expected values); other keyword arguments go to the world."""
         from cfjax.domains.python.world import PytestWorld
 
-        return PytestWorld(self.tests_root, self.keys, **kwargs)
+        return PytestWorld(self.tests_root, self.keys, feedback=feedback, **kwargs)
 
     def envs(self) -> dict[str, None]:
         return {r.env_id: None for r in REPOS}

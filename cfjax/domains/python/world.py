@@ -12,9 +12,33 @@ Score
 one-unit edit that fixes some cases is a measurable improvement, Eq. 2);
 ``solved`` iff all pass. A failed outcome of the sandbox (below) scores 0.
 Feedback lists the failing test names with their assertion / exception
-messages (each test's message is the test's own: call, returned value,
-expected value) — never the gold function. ``error`` is ``None`` when the
-tests ran (whatever they found) and otherwise one of:
+messages — never the gold function. What a failing test's message may show is
+a world option (``feedback=``), because the suite's tests are *hidden* from the
+agent (``Task.context`` holds only the signature) and their expected values are
+the gold function's outputs:
+
+* ``"user"`` (default): what a user-facing test runner reports of hidden tests —
+  how many passed, the failing tests' names, and per failing test the call and
+  the action's *own* returned value or its own exception, never the expected
+  value::
+
+      3 of 5 tests passed.
+      FAILED test_limit_is_a_value: items_with_high_stock({'washer': 6, 'nut': 25}, 25) returned []
+      FAILED test_unknown: KeyError: 'bolt'
+
+  (``"rich"`` adds ``, expected ['nut']`` to the first line.)
+
+  The expected part of a message is cut at its first ``", expected "`` (the
+  suite's ``_check`` writes ``<call> returned <value>, expected <value>``), and
+  pytest's assertion introspection (``assert 1 == 2`` — the ``pytest`` runner's
+  message for a bare ``assert``) is reduced to ``assertion failed``; a test
+  file of one's own should not put expected values in other words.
+* ``"rich"``: the tests' messages as they are (``..., expected 2``).
+
+Error texts (syntax, import, sandbox, crash, timeout) are the same in both
+modes; ``score``/``solved`` never depend on the option.
+
+``error`` is ``None`` when the tests ran (whatever they found) and otherwise one of:
 
 ====================  ===========  ================================================
 error                 completed    meaning
@@ -131,10 +155,12 @@ from cfjax.types import AnswerKey, Task
 from cfjax.types import Outcome
 from cfjax.domains.python.edits import entry_name
 
-__all__ = ["PytestWorld", "HARNESS_PATH", "task_test_path"]
+__all__ = ["PytestWorld", "HARNESS_PATH", "task_test_path", "FEEDBACK_MODES", "user_message"]
 
 HARNESS_PATH = Path(__file__).with_name("_harness.py")
 _MAX_FEEDBACK = 790
+#: values of the ``feedback`` option (module docstring)
+FEEDBACK_MODES = ("user", "rich")
 _SAFE_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -172,12 +198,16 @@ class PytestWorld:
       python: interpreter (default ``sys.executable``).
       scratch_root: where scratch directories are created (default: the system temp dir).
       max_action_chars: longer actions are refused (``error="too_large"``).
+      feedback: ``"user"`` (default: failing tests' calls and the action's own results, never
+        the expected values) or ``"rich"`` (the tests' messages as they are); see the module docstring.
     """
 
     def __init__(self, tests_root: str | Path, keys: Mapping[str, AnswerKey], *, timeout_s: float = 2.0, memory_mb: int = 512,
                  cpu_s: int | None = None, fsize_mb: float = 1.0, nofile: int = 64, runner: str = "harness",
                  python: str | None = None, scratch_root: str | Path | None = None,
-                 max_action_chars: int = 100_000) -> None:
+                 max_action_chars: int = 100_000, feedback: str = "user") -> None:
+        if feedback not in FEEDBACK_MODES:
+            raise ValueError(f"feedback must be 'user' or 'rich', got {feedback!r}")
         if runner not in ("harness", "pytest"):
             raise ValueError(f"runner must be 'harness' or 'pytest', got {runner!r}")
         if not timeout_s > 0:
@@ -193,6 +223,7 @@ class PytestWorld:
         self.python = python or sys.executable
         self.scratch_root = str(scratch_root) if scratch_root is not None else None
         self.max_action_chars = int(max_action_chars)
+        self.feedback = feedback
 
     # ------------------------------------------------------------------ public
     def test_file(self, task: Task) -> Path:
@@ -272,7 +303,7 @@ class PytestWorld:
             payload = _read_payload(out_path, nonce, self.fsize_bytes)
             if payload is None:
                 return self._no_verdict(rc, err_path, done)
-            return _outcome(payload, done)
+            return _outcome(payload, done, user=self.feedback == "user")
         finally:
             if proc is not None and proc.returncode is None:
                 _killpg(proc.pid)
@@ -362,7 +393,26 @@ def _read_payload(out_path: str, nonce: str, limit: int) -> dict[str, Any] | Non
     return payload if isinstance(payload, dict) and isinstance(payload.get("status"), str) else None
 
 
-def _outcome(payload: dict[str, Any], done) -> Outcome:
+_EXPECTED_SEP = ", expected "
+
+
+def user_message(verdict: str, msg: str) -> str:
+    """A failing test's message as a user-facing runner of hidden tests shows it: the call and the
+    action's own value or exception, never the expected value (module docstring, ``"user"``)."""
+    msg = msg.strip()
+    if msg.startswith("AssertionError: "):  # the pytest runner's first line of a failed assert
+        msg = msg[len("AssertionError: "):]
+    elif msg == "AssertionError":
+        msg = ""
+    if verdict == "failed" and (msg == "assert" or msg.startswith("assert ")):
+        return "assertion failed"  # pytest's introspection (``assert 1 == 2``) states the expected side
+    cut = msg.find(_EXPECTED_SEP)
+    if cut >= 0:
+        msg = msg[:cut]
+    return msg or ("assertion failed" if verdict == "failed" else verdict)
+
+
+def _outcome(payload: dict[str, Any], done, user: bool = False) -> Outcome:
     status = payload["status"]
     detail = str(payload.get("detail", ""))
     if status == "ok":
@@ -377,7 +427,8 @@ def _outcome(payload: dict[str, Any], done) -> Outcome:
         if passed == n:
             return done(1.0, True, True, f"all {n} tests passed", None)
         lines = [f"{passed} of {n} tests passed."]
-        lines += [f"FAILED {name}: {msg}" for name, verdict, msg in tests if verdict != "passed"]
+        lines += [f"FAILED {name}: {user_message(str(verdict), str(msg)) if user else msg}"
+                  for name, verdict, msg in tests if verdict != "passed"]
         return done(passed / n, False, True, "\n".join(lines), None)
     if status == "syntax_error":
         return done(0.0, False, True, detail, "syntax_error")

@@ -59,7 +59,7 @@ verifier; the **worse** one is reported:
 * ``score`` = fraction of the verifier's checks the solution passes
   (``solved`` iff all pass; with ``partial_credit=False`` a failure scores 0);
 * unsatisfiable encoding → score 0, completed, feedback "the encoding is
-  unsatisfiable, but the problem has a solution" (``error=None``);
+  unsatisfiable" (``feedback="rich"``: "…, but the problem has a solution"; ``error=None``);
 * a syntax or semantic error (unknown variable or set, an element outside its
   index set, a wrong arity, an absurd number) → score 0, completed,
   ``error="parse_error"``;
@@ -73,7 +73,25 @@ verifier; the **worse** one is reported:
   out keeps the value of the current model, so the reported solution is
   always a model of the encoding; the limit is deterministic).
 
-Feedback names the failed checks (in the question's terms) and never the gold.
+Feedback (``feedback=``) names the failed checks (in the question's terms) and never the gold.
+What else it says is a world option:
+
+* ``"user"`` (default): what a user-facing solver front end with the task's
+  stated requirements returns — parse / size / solver errors, "unsatisfiable",
+  and which stated requirements a solution of the encoding violates::
+
+      Solved: the decoded solution meets every stated requirement.
+      The encoding is unsatisfiable: no assignment satisfies all of its constraints.
+      The encoding is satisfiable, but a solution it admits violates 2 stated requirements:
+      shift mon_am has at least 2 staff; shift tue_pm has at least 2 staff.
+
+* ``"rich"``: the diagnostic text of earlier versions, which adds what only
+  the reference knows or the verifier computes — that the problem *has* a
+  solution (so an unsatisfiable encoding is "too strong"), which extreme
+  solution failed, and how many of the verifier's grounded checks it passed
+  (``passes only 14 of 16 checks``; the score).
+
+``score``/``solved`` never depend on the option.
 Parsing is memoised (a pure function of the text); outcomes are never cached.
 The world holds only plain data (picklable) and is deterministic.
 
@@ -96,12 +114,14 @@ from cfjax.domains.sat.sat_lang import (CARD_OPS, KEYWORDS, Binding, Card, Encod
                                         program_lines)
 
 MAX_FEEDBACK = 790
+#: values of the ``feedback`` option (module docstring, "Solving and scoring")
+FEEDBACK_MODES = ("user", "rich")
 from cfjax.types import Outcome, Task
 
 __all__ = [
     "SATInstance", "SATWorld", "EncodingError", "Check", "CARD_OPS", "KEYWORDS",
     "Line", "Card", "Formula", "Lit", "Binding", "SetRef",
-    "parse_line", "parse_program", "print_line", "program_lines", "sat_checks", "SatSmtWorld",
+    "parse_line", "parse_program", "print_line", "program_lines", "sat_checks", "SatSmtWorld", "FEEDBACK_MODES",
 ]
 
 # --------------------------------------------------------------------------- instances
@@ -465,6 +485,24 @@ def _clip(text: str, limit: int = MAX_FEEDBACK) -> str:
 
 
 UNSAT_FEEDBACK = "The encoding is unsatisfiable, but the problem has a solution: some constraint is too strong."
+#: the ``"user"`` text of an unsatisfiable encoding (nothing about whether the problem has a solution)
+USER_UNSAT_FEEDBACK = "The encoding is unsatisfiable: no assignment satisfies all of its constraints."
+
+
+def check_feedback_mode(feedback: str) -> str:
+    """``feedback`` when it is a known mode (else ``ValueError`` naming the option)."""
+    if feedback not in FEEDBACK_MODES:
+        raise ValueError(f"feedback must be 'user' or 'rich', got {feedback!r}")
+    return feedback
+
+
+def violations_text(failed: Sequence[str], what: str) -> str:
+    """The ``"user"`` text of a satisfiable encoding whose ``what`` (e.g. ``"a solution it admits"``)
+    violates the stated requirements ``failed`` (at most five named)."""
+    n = len(failed)
+    shown = "; ".join(failed[:5]) + (f"; … ({n - 5} more)" if n > 5 else "")
+    noun = "requirement" if n == 1 else "requirements"
+    return f"The encoding is satisfiable, but {what} violates {n} stated {noun}: {shown}."
 
 
 def _lex_extreme(s: Any, n: int, want: bool, deadline: float, budget: int) -> list[bool] | str:
@@ -519,11 +557,14 @@ class SATWorld:
       partial_credit: score a failing solution by the fraction of checks passed (else 0).
       lex_conflicts: conflict budget of each probe of the lexicographic search (keeps it fast on
         tight cardinality instances, where proving a probe impossible is pigeonhole-hard).
+      feedback: ``"user"`` (default: errors, unsatisfiable, the violated stated requirements) or
+        ``"rich"`` (also that the problem has a solution, the failing extreme and the checks passed).
     """
 
     def __init__(self, instances: Mapping[str, SATInstance], rules: Mapping[str, Sequence[Mapping[str, Any]]], *,
                  timeout_s: float = 2.0, max_clauses: int = 200_000, max_vars: int = 200_000, solver: str = "m22",
-                 partial_credit: bool = True, lex_conflicts: int = 200) -> None:
+                 partial_credit: bool = True, lex_conflicts: int = 200, feedback: str = "user") -> None:
+        self.feedback = check_feedback_mode(feedback)
         if timeout_s <= 0 or max_clauses <= 0 or max_vars <= 0:
             raise ValueError("timeout_s, max_clauses and max_vars must be positive")
         self.instances = dict(instances)
@@ -633,14 +674,16 @@ class SATWorld:
         except EncodingError as e:
             prefix = "Parse error" if e.kind == "parse_error" else "Too large"
             return Outcome(0.0, False, True, _clip(f"{prefix}: {e.message}"), e.kind, time.perf_counter() - start)
+        rich = self.feedback == "rich"
+        unsat_fb = UNSAT_FEEDBACK if rich else USER_UNSAT_FEEDBACK
         if unsat:
-            return Outcome(0.0, False, True, UNSAT_FEEDBACK, None, time.perf_counter() - start)
+            return Outcome(0.0, False, True, unsat_fb, None, time.perf_counter() - start)
         res = self._solve(clauses, table.n, start + self.timeout_s)
         if res == "timeout":
             return Outcome(0.0, False, False, f"Timeout: the solver did not finish within {self.timeout_s:g} s.",
                            "timeout", time.perf_counter() - start)
         if res == "unsat":
-            return Outcome(0.0, False, True, UNSAT_FEEDBACK, None, time.perf_counter() - start)
+            return Outcome(0.0, False, True, unsat_fb, None, time.perf_counter() - start)
         worst: tuple[int, list[str], str] | None = None
         for vals, label in zip(res, ("largest", "smallest")):
             passed, failed = self._score(compiled, vals)
@@ -650,10 +693,14 @@ class SATWorld:
         passed, failed, label = worst
         total = len(compiled)
         if not failed:
-            return Outcome(1.0, True, True, f"Solved: the decoded solution passes all {total} checks.", None,
-                           time.perf_counter() - start)
+            fb = (f"Solved: the decoded solution passes all {total} checks." if rich
+                  else "Solved: the decoded solution meets every stated requirement.")
+            return Outcome(1.0, True, True, fb, None, time.perf_counter() - start)
         frac = passed / total if total else 0.0
         score = frac if self.partial_credit else 0.0
+        if not rich:
+            return Outcome(score, False, True, _clip(violations_text(failed, "a solution it admits")), None,
+                           time.perf_counter() - start)
         shown = "; ".join(failed[:5]) + (f"; … ({len(failed) - 5} more)" if len(failed) > 5 else "")
         fb = (f"The encoding is satisfiable, but one of its solutions (the lexicographically {label}) passes only "
               f"{passed} of {total} checks. Failed: {shown}.")
@@ -668,20 +715,22 @@ class SatSmtWorld:
       rules: ``task_id → requirements`` for both kinds of task.
       timeout_s: per-evaluation limit handed to both worlds; other keyword
         arguments go to :class:`SATWorld` (``max_clauses``, ``max_vars``,
-        ``solver``) or to both (``partial_credit``).
+        ``solver``) or to both (``partial_credit``, ``feedback``).
     """
 
     def __init__(self, instances: Mapping[str, Any], rules: Mapping[str, Sequence[Mapping[str, Any]]], *,
-                 timeout_s: float = 2.0, partial_credit: bool = True, **sat_kw: Any) -> None:
+                 timeout_s: float = 2.0, partial_credit: bool = True, feedback: str = "user", **sat_kw: Any) -> None:
         from cfjax.domains.sat.smt_world import SMTInstance, SMTWorld
+
+        self.feedback = check_feedback_mode(feedback)
 
         sat = {k: v for k, v in instances.items() if isinstance(v, SATInstance)}
         smt = {k: v for k, v in instances.items() if isinstance(v, SMTInstance)}
         other = sorted(set(instances) - set(sat) - set(smt))
         if other:
             raise TypeError(f"instances of unknown type: {other}")
-        self.sat = SATWorld(sat, rules, timeout_s=timeout_s, partial_credit=partial_credit, **sat_kw)
-        self.smt = SMTWorld(smt, rules, timeout_s=timeout_s, partial_credit=partial_credit)
+        self.sat = SATWorld(sat, rules, timeout_s=timeout_s, partial_credit=partial_credit, feedback=feedback, **sat_kw)
+        self.smt = SMTWorld(smt, rules, timeout_s=timeout_s, partial_credit=partial_credit, feedback=feedback)
 
     def evaluate(self, task: Task, action: str) -> Outcome:
         if task.domain == "sat":

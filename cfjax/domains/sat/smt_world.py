@@ -41,11 +41,25 @@ days) and the *latest* one (maximal sum); each is decoded and checked against
 the task's own verifier (its stated precedences, deadlines, release days,
 resource rules — plain Python over the instance), and the worse is reported.
 Score = fraction of checks passed (``solved`` iff all pass). Unsatisfiable →
-score 0 ("the encoding is unsatisfiable, but the problem has a solution");
+score 0 ("the encoding is unsatisfiable"; ``feedback="rich"`` adds "but the
+problem has a solution");
 reader/whitelist/Z3 errors → score 0, completed, ``error`` =
 ``"parse_error"``/``"forbidden"``/``"too_large"``; Z3 returning *unknown*
 (its ``timeout`` parameter, set to what is left of ``timeout_s``) →
 ``completed=False``, ``error="timeout"``.
+
+Feedback (``feedback=``, as in the SAT world): ``"user"`` (default) reports
+errors, "unsatisfiable" and which stated requirements a schedule of the
+encoding violates::
+
+    Solved: the decoded schedule meets every stated requirement.
+    The encoding is unsatisfiable: no schedule satisfies all of its assertions together with the environment's facts.
+    The encoding is satisfiable, but a schedule it admits violates 1 stated requirement:
+    pour starts strictly after dig ends.
+
+``"rich"`` adds that the problem has a solution, which extreme schedule
+failed and how many of the verifier's checks it passed. ``score``/``solved``
+never depend on the option.
 
 Length: one module on purpose — the s-expression reader, the command whitelist, the sort check and the
 world share limits and error kinds; splitting them would scatter the sandbox's one set of rules.
@@ -65,7 +79,7 @@ from cfjax.types import Task
 from cfjax.types import Outcome
 
 __all__ = ["SMTInstance", "SMTWorld", "SmtError", "SExpr", "read_sexprs", "print_sexpr", "parse_commands",
-           "command_kind", "schedule_checks", "sort_of", "SMT_KEYWORDS", "LinCheck"]
+           "command_kind", "schedule_checks", "sort_of", "SMT_KEYWORDS", "LinCheck", "FEEDBACK_MODES"]
 
 SExpr = Union[str, tuple]
 
@@ -76,6 +90,8 @@ MAX_NUMERAL_DIGITS = 12
 MAX_COMMANDS = 400
 MAX_AST_NODES = 50_000
 MAX_FEEDBACK = 790
+#: values of the ``feedback`` option (module docstring)
+FEEDBACK_MODES = ("user", "rich")
 
 #: SMT-LIB words never masked in edit signatures (tokenised as by :func:`cfjax.types.masked_signature`)
 SMT_KEYWORDS = frozenset({"assert", "declare", "const", "fun", "Int", "Bool", "and", "or", "not", "xor", "ite",
@@ -448,6 +464,9 @@ def schedule_checks(inst: SMTInstance, rules: Sequence[Mapping[str, Any]]) -> tu
 # --------------------------------------------------------------------------- the world
 
 UNSAT_FEEDBACK = "The encoding is unsatisfiable, but the problem has a solution: some assertion is too strong."
+#: the ``"user"`` text of an unsatisfiable encoding (nothing about whether the problem has a solution)
+USER_UNSAT_FEEDBACK = ("The encoding is unsatisfiable: no schedule satisfies all of its assertions together with "
+                       "the environment's facts.")
 
 
 def _clip(text: str, limit: int = MAX_FEEDBACK) -> str:
@@ -463,10 +482,15 @@ class SMTWorld:
       rules: ``task_id → requirements`` (see :func:`schedule_checks`).
       timeout_s: wall-clock limit for the two optimiser runs together.
       partial_credit: score a failing schedule by the fraction of checks passed (else 0).
+      feedback: ``"user"`` (default: errors, unsatisfiable, the violated stated requirements) or
+        ``"rich"`` (also that the problem has a solution, the failing extreme and the checks passed).
     """
 
     def __init__(self, instances: Mapping[str, SMTInstance], rules: Mapping[str, Sequence[Mapping[str, Any]]], *,
-                 timeout_s: float = 2.0, partial_credit: bool = True) -> None:
+                 timeout_s: float = 2.0, partial_credit: bool = True, feedback: str = "user") -> None:
+        if feedback not in FEEDBACK_MODES:
+            raise ValueError(f"feedback must be 'user' or 'rich', got {feedback!r}")
+        self.feedback = feedback
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
         self.instances = dict(instances)
@@ -599,11 +623,19 @@ class SMTWorld:
         assert worst is not None
         failed, label = worst
         total = len(checks)
+        rich = self.feedback == "rich"
         if not failed:
-            return Outcome(1.0, True, True, f"Solved: the decoded schedule passes all {total} checks.", None,
-                           time.perf_counter() - start)
+            fb = (f"Solved: the decoded schedule passes all {total} checks." if rich
+                  else "Solved: the decoded schedule meets every stated requirement.")
+            return Outcome(1.0, True, True, fb, None, time.perf_counter() - start)
         passed = total - len(failed)
         score = passed / total if (total and self.partial_credit) else 0.0
+        if not rich:
+            n = len(failed)
+            shown = "; ".join(failed[:5]) + (f"; … ({n - 5} more)" if n > 5 else "")
+            fb = (f"The encoding is satisfiable, but a schedule it admits violates {n} stated "
+                  f"{'requirement' if n == 1 else 'requirements'}: {shown}.")
+            return Outcome(score, False, True, _clip(fb), None, time.perf_counter() - start)
         shown = "; ".join(failed[:5]) + (f"; … ({len(failed) - 5} more)" if len(failed) > 5 else "")
         fb = (f"The encoding is satisfiable, but its {label} schedule passes only {passed} of {total} checks. "
               f"Failed: {shown}.")
@@ -625,7 +657,8 @@ class SMTWorld:
             o.minimize(obj) if sense == "min" else o.maximize(obj)
             r = o.check()
             if r == z3.unsat:
-                return Outcome(0.0, False, True, UNSAT_FEEDBACK, None, time.perf_counter() - start)
+                fb = UNSAT_FEEDBACK if self.feedback == "rich" else USER_UNSAT_FEEDBACK
+                return Outcome(0.0, False, True, fb, None, time.perf_counter() - start)
             if r != z3.sat:
                 reason = o.reason_unknown()
                 return Outcome(0.0, False, False, _clip(f"Timeout: the solver did not finish within "

@@ -116,11 +116,15 @@ class SATSuite(Suite):
         return cls(root, {i.env_id: i for i in loaded}, tuple(tasks),
                    {k: v for r in rules.values() for k, v in r.items()}, keys)
 
-    def world(self, **kwargs):
-        """A :class:`~cfjax.domains.sat.sat_world.SatSmtWorld` over this suite's instances and verifier rules."""
+    def world(self, *, feedback: str = "user", **kwargs):
+        """A :class:`~cfjax.domains.sat.sat_world.SatSmtWorld` over this suite's instances and verifier rules.
+
+        ``feedback``: ``"user"`` (default: errors, unsatisfiable, the violated stated requirements) or
+        ``"rich"`` (also that the problem has a solution and the checks passed); other keyword
+        arguments go to the worlds."""
         from cfjax.domains.sat.sat_world import SatSmtWorld
 
-        return SatSmtWorld(self.instances, self.rules, **kwargs)
+        return SatSmtWorld(self.instances, self.rules, feedback=feedback, **kwargs)
 
     def envs(self) -> dict[str, SATInstance | SMTInstance]:
         return dict(self.instances)

@@ -65,11 +65,15 @@ class SQLSuite(Suite):
     def db_paths(self) -> dict[str, Path]:
         return {db: self.root / f"{db}.sqlite" for db in self.specs}
 
-    def world(self, **kwargs):
-        """A :class:`~cfjax.domains.sql.world.SQLWorld` over this suite's databases."""
+    def world(self, *, feedback: str = "user", **kwargs):
+        """A :class:`~cfjax.domains.sql.world.SQLWorld` over this suite's databases.
+
+        ``feedback``: ``"user"`` (default: error text or a pass/fail verdict with the query's own
+        result shape) or ``"rich"`` (also the expected result's row count and the overlap);
+        other keyword arguments go to the world."""
         from cfjax.domains.sql.world import SQLWorld
 
-        return SQLWorld(self.db_paths, self.keys, **kwargs)
+        return SQLWorld(self.db_paths, self.keys, feedback=feedback, **kwargs)
 
     def envs(self) -> dict[str, DatabaseSpec]:
         return dict(self.specs)

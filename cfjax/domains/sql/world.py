@@ -71,8 +71,30 @@ Score ``U``:
   errors score 0;
 * without ``partial_credit``: ``0.0`` for any mismatch.
 
-Feedback describes the mismatch (row counts, overlap, column counts, order,
-the SQLite error message) and never reveals the gold SQL or gold rows.
+Feedback (``feedback=``)
+------------------------
+What ``Outcome.feedback`` — the text an agent sees, which flows into retries,
+records and retrieval state — may say is a world option:
+
+* ``"user"`` (default): what a user-facing evaluator returns. On an error, the
+  engine's (or the sandbox's) message; otherwise a verdict and the action's
+  *own* result shape, never anything computed from the reference result::
+
+      Correct: the query returns the requested result (12 rows).
+      Incorrect: the result is not what was asked. Your query returned 9 rows with 1 column.
+
+  A wrong column count, missing or extra rows and a wrong order all read the
+  same.
+* ``"rich"``: the diagnostic text of earlier versions, which states statistics
+  of the reference result — the expected row and column counts, the overlap
+  with the expected rows and whether only the order differs::
+
+      Result mismatch: your query returned 9 rows; the expected result has 12 rows;
+      9 rows overlap. 3 expected rows missing.
+
+Neither mode reveals the gold SQL or gold rows, and the option never changes
+``score``/``solved`` (which, with ``partial_credit``, is itself ``0.9 × F1``
+of the overlap with the reference: a number for the world/analysis side).
 
 Thread-safety
 -------------
@@ -97,11 +119,13 @@ from typing import Any
 from cfjax.types import AnswerKey, Task
 from cfjax.types import Outcome
 
-__all__ = ["SQLWorld", "QueryResult", "QueryFailure", "split_statements"]
+__all__ = ["SQLWorld", "QueryResult", "QueryFailure", "split_statements", "FEEDBACK_MODES"]
 
 Row = tuple[Any, ...]
 
 _MAX_FEEDBACK = 790
+#: values of the ``feedback`` option (module docstring, "Feedback")
+FEEDBACK_MODES = ("user", "rich")
 _PROGRESS_OPS = 1000
 # Statements that can never be read-only queries; refused before execution.
 # (Other unknown first words are left to SQLite, which reports a syntax error.)
@@ -386,10 +410,13 @@ class SQLWorld:
       float_tol: relative and absolute tolerance for numeric comparison.
       partial_credit: score mismatches with ``0.9 × F1`` of the row overlap
         (0.5 for right rows in the wrong order) instead of 0.
+      feedback: ``"user"`` (default: error text or a verdict with the action's own
+        result shape) or ``"rich"`` (also the reference result's row/column counts,
+        the overlap and order diagnostics); see the module docstring.
 
     Raises:
       FileNotFoundError: a database file does not exist.
-      ValueError: a parameter is out of range.
+      ValueError: a parameter is out of range or ``feedback`` is not a known mode.
       sqlite3.DatabaseError: a file is not a readable SQLite database.
     """
 
@@ -402,7 +429,10 @@ class SQLWorld:
         max_rows: int = 10_000,
         float_tol: float = 1e-6,
         partial_credit: bool = True,
+        feedback: str = "user",
     ) -> None:
+        if feedback not in FEEDBACK_MODES:
+            raise ValueError(f"feedback must be 'user' or 'rich', got {feedback!r}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if max_rows < 0:
@@ -413,6 +443,7 @@ class SQLWorld:
         self.max_rows = int(max_rows)
         self.float_tol = float(float_tol)
         self.partial_credit = bool(partial_credit)
+        self.feedback = feedback
         self._cmp = _Comparator(self.float_tol)
         self._keys = dict(keys)
         self._paths: dict[str, Path] = {}
@@ -644,6 +675,8 @@ class SQLWorld:
         except QueryFailure as exc:
             return self._failure(exc, time.perf_counter() - start)
         score, solved, feedback = self._score(got, expected, ordered=self._key(task).ordered)
+        if self.feedback == "user":
+            feedback = self._user_feedback(got, solved)
         return Outcome(
             score=score,
             solved=solved,
@@ -670,10 +703,19 @@ class SQLWorld:
             elapsed_s=elapsed_s,
         )
 
+    @staticmethod
+    def _user_feedback(got: QueryResult, solved: bool) -> str:
+        """The ``"user"`` verdict: pass/fail and the action's own result shape only."""
+        n = _plural(len(got.rows), "row")
+        if solved:
+            return f"Correct: the query returns the requested result ({n})."
+        return (f"Incorrect: the result is not what was asked. "
+                f"Your query returned {n} with {_plural(got.n_cols, 'column')}.")
+
     def _score(
         self, got: QueryResult, expected: QueryResult, *, ordered: bool
     ) -> tuple[float, bool, str]:
-        """Compare two results; return ``(score, solved, feedback)``."""
+        """Compare two results; return ``(score, solved, rich feedback)``."""
         n_got, n_exp = len(got.rows), len(expected.rows)
         if got.n_cols != expected.n_cols:
             return (

@@ -71,6 +71,17 @@ def smt_world() -> SMTWorld:
     return SMTWorld({"proj": PROJ}, RULES, timeout_s=1.0)
 
 
+@pytest.fixture(scope="module")
+def sat_rich() -> SATWorld:
+    """``feedback="rich"``: the diagnostic text (extreme solution, checks passed, "has a solution")."""
+    return SATWorld({"map": MAP, "ros": ROSTER, "php": PHP}, RULES, timeout_s=1.0, feedback="rich")
+
+
+@pytest.fixture(scope="module")
+def smt_rich() -> SMTWorld:
+    return SMTWorld({"proj": PROJ}, RULES, timeout_s=1.0, feedback="rich")
+
+
 def _short(v) -> str:
     return repr(v)[:40] if isinstance(v, str) else str(v)
 
@@ -121,21 +132,21 @@ def test_sat_world_is_an_evaluator_and_picklable(sat_world):
     assert (a.score, a.solved, a.feedback) == (b.score, b.solved, b.feedback)
 
 
-def test_sat_correct_encodings_solve(sat_world):
+def test_sat_correct_encodings_solve(sat_rich):
     for t in (T_MAP, T_ROS):
-        o = sat_world.evaluate(t, GOLDS[t.task_id])
+        o = sat_rich.evaluate(t, GOLDS[t.task_id])
         assert o.score == 1.0 and o.solved and o.completed and o.error is None, o
         assert "passes all" in o.feedback
 
 
-def test_sat_wrong_encoding_gets_partial_credit(sat_world):
+def test_sat_wrong_encoding_gets_partial_credit(sat_rich):
     weak = MAP_GOLD.replace("exactly 1", "atleast 1")
-    o = sat_world.evaluate(T_MAP, weak)
+    o = sat_rich.evaluate(T_MAP, weak)
     assert o.completed and not o.solved and 0.0 < o.score < 1.0, o
     assert "colour" in o.feedback and "exactly 1" not in o.feedback.split("Failed:")[0]
     # a reversed implication: the trainee works without the mentor in the smallest solution
     rev = ROSTER_GOLD.replace("w[cy,s] => w[ann,s]", "w[ann,s] => w[cy,s]")
-    o = sat_world.evaluate(T_ROS, rev)
+    o = sat_rich.evaluate(T_ROS, rev)
     assert o.completed and 0.0 < o.score < 1.0 and "ann works" in o.feedback, o
 
 
@@ -221,17 +232,17 @@ def test_sat_evaluate_is_fast(sat_world):
 # --------------------------------------------------------------------------- SMT world
 
 
-def test_smt_correct_and_wrong(smt_world):
-    o = smt_world.evaluate(T_PROJ, SMT_GOLD)
+def test_smt_correct_and_wrong(smt_rich):
+    o = smt_rich.evaluate(T_PROJ, SMT_GOLD)
     assert o.solved and o.score == 1.0 and o.completed and o.error is None, o
-    o = smt_world.evaluate(T_PROJ, SMT_GOLD.replace("(> s_pour", "(>= s_pour"))
+    o = smt_rich.evaluate(T_PROJ, SMT_GOLD.replace("(> s_pour", "(>= s_pour"))
     assert o.completed and 0 < o.score < 1 and "pour starts strictly after dig ends" in o.feedback, o
     assert "earliest" in o.feedback
-    o = smt_world.evaluate(T_PROJ, SMT_GOLD.replace("(< e_frame", "(<= e_frame"))
+    o = smt_rich.evaluate(T_PROJ, SMT_GOLD.replace("(< e_frame", "(<= e_frame"))
     assert o.completed and 0 < o.score < 1 and "latest" in o.feedback, o
     # comments, check-sat, get-model, set-logic QF_LIA and re-declaring an environment variable are fine
     chatty = "(set-logic QF_LIA) ; the logic\n(declare-const s_pour Int)\n" + SMT_GOLD + "\n(check-sat)\n(get-model)"
-    assert smt_world.evaluate(T_PROJ, chatty).solved
+    assert smt_rich.evaluate(T_PROJ, chatty).solved
 
 
 def test_smt_unsat(smt_world):

@@ -98,6 +98,14 @@ def world(db_path: Path) -> Iterator[SQLWorld]:
     w.close()
 
 
+@pytest.fixture()
+def rich_world(db_path: Path) -> Iterator[SQLWorld]:
+    """The world with ``feedback="rich"`` (the diagnostic text: expected row counts, overlap)."""
+    w = SQLWorld({"hr": db_path}, KEYS, timeout_s=0.5, max_rows=500, feedback="rich")
+    yield w
+    w.close()
+
+
 def test_is_evaluator(world: SQLWorld) -> None:
     assert isinstance(world, Evaluator)
     assert world.env_ids == ("hr",)
@@ -112,12 +120,12 @@ def test_correct_query_scores_one(world: SQLWorld) -> None:
     assert world.evaluate(task, GOLD_AT_LEAST).score == 1.0
 
 
-def test_wrong_boundary_partial_credit(world: SQLWorld) -> None:
+def test_wrong_boundary_partial_credit(rich_world: SQLWorld) -> None:
     task = _task(GOLD_AT_LEAST)
-    n_exp = len(world.reference_rows(task))
-    n_got = len(world.reference_rows(_task("SELECT name FROM people WHERE age > 40", task_id="gt")))
+    n_exp = len(rich_world.reference_rows(task))
+    n_got = len(rich_world.reference_rows(_task("SELECT name FROM people WHERE age > 40", task_id="gt")))
     assert 0 < n_got < n_exp
-    out = world.evaluate(task, "SELECT name FROM people WHERE age > 40")
+    out = rich_world.evaluate(task, "SELECT name FROM people WHERE age > 40")
     assert out.completed and not out.solved and out.error is None
     assert 0.0 < out.score < 1.0
     assert out.score == pytest.approx(0.9 * 2 * n_got / (n_got + n_exp))
@@ -134,26 +142,26 @@ def test_no_partial_credit(db_path: Path) -> None:
     w.close()
 
 
-def test_multiset_duplicates_matter(world: SQLWorld) -> None:
+def test_multiset_duplicates_matter(rich_world: SQLWorld) -> None:
     task = _task("SELECT city FROM people")  # 30 rows, 5 distinct
-    out = world.evaluate(task, "SELECT DISTINCT city FROM people")
+    out = rich_world.evaluate(task, "SELECT DISTINCT city FROM people")
     assert not out.solved
     assert out.score == pytest.approx(0.9 * 2 * 5 / (5 + 30))
     assert "5 rows overlap" in out.feedback
 
 
-def test_order_ignored_unless_ordered(world: SQLWorld) -> None:
+def test_order_ignored_unless_ordered(rich_world: SQLWorld) -> None:
     unordered = _task("SELECT id FROM people ORDER BY id", task_id="u")
-    assert world.evaluate(unordered, "SELECT id FROM people ORDER BY id DESC").solved
+    assert rich_world.evaluate(unordered, "SELECT id FROM people ORDER BY id DESC").solved
     ordered = _task("SELECT id FROM people ORDER BY id", task_id="o", ordered=True)
-    good = world.evaluate(ordered, "SELECT id FROM people ORDER BY id")
+    good = rich_world.evaluate(ordered, "SELECT id FROM people ORDER BY id")
     assert good.solved and good.score == 1.0
-    bad = world.evaluate(ordered, "SELECT id FROM people ORDER BY id DESC")
+    bad = rich_world.evaluate(ordered, "SELECT id FROM people ORDER BY id DESC")
     assert bad.completed and not bad.solved
     assert bad.score == 0.5
     assert "order differs" in bad.feedback
     # Ordered task with a different multiset: 0.9 * F1.
-    short = world.evaluate(ordered, "SELECT id FROM people WHERE id <= 15 ORDER BY id")
+    short = rich_world.evaluate(ordered, "SELECT id FROM people WHERE id <= 15 ORDER BY id")
     assert short.score == pytest.approx(0.9 * 2 * 15 / 45)
 
 
@@ -191,9 +199,9 @@ def test_null_handling(world: SQLWorld) -> None:
     assert not world.evaluate(task2, "SELECT 0").solved
 
 
-def test_column_count_mismatch(world: SQLWorld) -> None:
+def test_column_count_mismatch(rich_world: SQLWorld) -> None:
     task = _task(GOLD_AT_LEAST)
-    out = world.evaluate(task, "SELECT name, age FROM people WHERE age >= 40")
+    out = rich_world.evaluate(task, "SELECT name, age FROM people WHERE age >= 40")
     assert out.completed and not out.solved and out.score == 0.0
     assert "Wrong column count: got 2, expected 1" in out.feedback
 
