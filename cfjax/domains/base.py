@@ -11,6 +11,7 @@ the gold action.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import re
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from cfjax.llm.scripted import ScriptedConfig, ScriptedDomain, stable_seed
 from cfjax.types import AnswerKey, Splits, Task
 
-__all__ = ["match_cues", "Suite", "stratified_splits", "TRANSFER_CONDITIONS", "transfer_condition", "KeyedErrorModel"]
+__all__ = ["match_cues", "exact_cue_parser", "CUE_MISS_RATE", "CUE_NOISE_RATE", "Suite", "stratified_splits", "TRANSFER_CONDITIONS", "transfer_condition", "KeyedErrorModel"]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -39,8 +40,20 @@ CUE_MISS_RATE = 0.10
 CUE_NOISE_RATE = 0.05
 
 
+@contextlib.contextmanager
+def exact_cue_parser():
+    """Within the block the cue parser makes no errors (tests of a suite's lexicon; analysis)."""
+    global CUE_MISS_RATE, CUE_NOISE_RATE
+    saved = CUE_MISS_RATE, CUE_NOISE_RATE
+    CUE_MISS_RATE, CUE_NOISE_RATE = 0.0, 0.0
+    try:
+        yield
+    finally:
+        CUE_MISS_RATE, CUE_NOISE_RATE = saved
+
+
 def match_cues(question: str, lexicon: Mapping[str, tuple[str, str]], sides: Mapping[str, str],
-               attrs: dict, *, miss_rate: float = CUE_MISS_RATE, noise_rate: float = CUE_NOISE_RATE) -> dict:
+               attrs: dict, *, miss_rate: float | None = None, noise_rate: float | None = None) -> dict:
     """Add a question's cue attributes to ``attrs`` (every suite's ``observe_attrs``).
 
     Phrases of ``lexicon`` (phrase → (attribute, value)) are matched on word
@@ -53,8 +66,11 @@ def match_cues(question: str, lexicon: Mapping[str, tuple[str, str]], sides: Map
     :data:`CUE_NOISE_RATE`): a matched cue is *missed* (its span consumed,
     nothing recorded) with ``miss_rate``, and otherwise records a *wrong*
     value — another value the lexicon has for the same attribute — with
-    ``noise_rate``. Draws are seeded by the question text only.
+    ``noise_rate`` (``None``: the module's rates, read at call time). Draws are seeded by the
+    question text only.
     """
+    miss_rate = CUE_MISS_RATE if miss_rate is None else miss_rate
+    noise_rate = CUE_NOISE_RATE if noise_rate is None else noise_rate
     if not (0.0 <= miss_rate <= 1.0 and 0.0 <= noise_rate <= 1.0):
         raise ValueError(f"cue parser rates must be in [0, 1], got miss_rate={miss_rate}, noise_rate={noise_rate}")
     rng = random.Random(stable_seed("cue-parser", " ".join(question.lower().split())))

@@ -292,7 +292,8 @@ def test_transfer_of_a_fix_across_tasks_and_environments(suite, world):
         assert harmed is not None and world.evaluate(look, harmed).score < 1.0, family
 
 
-def test_attrs_observable_and_never_the_gold(suite):
+def test_attrs_observable_and_never_the_gold(exact_suites):
+    suite = exact_suites("pybugs")
     expected = {("inclusive_range", True): "inclusive", ("inclusive_range", False): "exclusive",
                 ("lower_bound", True): "inclusive", ("lower_bound", False): "strict",
                 ("upper_bound", True): "inclusive", ("upper_bound", False): "strict",
@@ -320,7 +321,7 @@ def test_attrs_observable_and_never_the_gold(suite):
             assert gold_unit.text not in field and slip_unit.text not in field
 
 
-def test_observe_attrs_longest_phrase_wins():
+def test_observe_attrs_longest_phrase_wins(exact):
     a = observe_attrs("a reading that is None becomes 1", env="e", function="f", params=("x",), return_type="int")
     assert a["missing"] == "none" and a["cues"] == ("is none",) and a["n_params"] == 1
     a = observe_attrs("a reading that is None or 0 counts", env="e", function="f", params=(), return_type="int")

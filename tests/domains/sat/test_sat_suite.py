@@ -226,7 +226,8 @@ def test_scripted_domain_tables(sat_suite):
 # --------------------------------------------------------------------------- attributes
 
 
-def test_only_the_family_requirement_carries_cues(sat_suite):
+def test_only_the_family_requirement_carries_cues(exact_suites):
+    sat_suite = exact_suites("sat")
     """Supporting facts are worded without lexicon cues: the semantic attributes of a task are its family's."""
     from cfjax.domains.sat import LEXICON
 
@@ -235,7 +236,8 @@ def test_only_the_family_requirement_carries_cues(sat_suite):
         assert {k for k in keys if k in t.attrs} == {FAMILY_KEY[family_of(sat_suite, t)]}, (t.task_id, t.attrs)
 
 
-def test_attrs_distinguish_look_alikes_and_never_reveal_the_gold(sat_suite):
+def test_attrs_distinguish_look_alikes_and_never_reveal_the_gold(exact_suites):
+    sat_suite = exact_suites("sat")
     groups = by_group(sat_suite, sat_suite.tasks)
     for fam in FAMILIES:
         key = FAMILY_KEY[fam]
@@ -271,13 +273,13 @@ def test_attrs_distinguish_look_alikes_and_never_reveal_the_gold(sat_suite):
     ("a and b may run in parallel.", "resource", "parallel"),
     ("eve never works a shift without ann.", "direction", "only_if"),
 ])
-def test_observe_attrs(q, key, value):
+def test_observe_attrs(q, key, value, exact):
     a = observe_attrs(q, env="e", problem="roster", solver="sat")
     assert a[key] == value, a
     assert a["cues"] and a["question"] == q
 
 
-def test_observe_attrs_longest_phrase_wins():
+def test_observe_attrs_longest_phrase_wins(exact):
     a = observe_attrs("Each staff member works no more than 4 shifts.", env="e", problem="roster", solver="sat")
     assert a["cues"] == ("no more than",) and a["boundary"] == "inclusive" and a["bound_side"] == "upper"
     b = observe_attrs("Every region gets at least one colour.", env="e", problem="colouring", solver="sat")

@@ -140,7 +140,7 @@ def test_boundary_values_occur_in_the_data(suite, world):
 # --------------------------------------------------------------------------- attributes
 
 
-def test_observe_attrs_inclusive_phrases():
+def test_observe_attrs_inclusive_phrases(exact):
     a = observe_attrs("List employees whose age is no fewer than 30.", env="hr", tables=("employees",),
                       column_type="numeric")
     assert a["boundary"] == "inclusive" and a["bound_side"] == "lower"
@@ -153,7 +153,7 @@ def test_observe_attrs_inclusive_phrases():
 
 @pytest.mark.parametrize("phrase,side", [("no more than", "upper"), ("no less than", "lower"),
                                          ("no fewer than", "lower")])
-def test_observe_attrs_longer_phrase_consumes_shorter(phrase, side):
+def test_observe_attrs_longer_phrase_consumes_shorter(phrase, side, exact):
     a = observe_attrs(f"List employees whose age is {phrase} 30.", env="hr", tables=("employees",), column_type=None)
     assert a["boundary"] == "inclusive"
     assert a["bound_side"] == side
@@ -169,12 +169,12 @@ def test_observe_attrs_longer_phrase_consumes_shorter(phrase, side):
     ("whose age is less than 3", "strict", "upper"),
     ("with a stock level of 3 or less", "inclusive", "upper"),
 ])
-def test_observe_attrs_boundaries(q, boundary, side):
+def test_observe_attrs_boundaries(q, boundary, side, exact):
     a = observe_attrs(q, env="x", tables=(), column_type=None)
     assert (a["boundary"], a["bound_side"]) == (boundary, side)
 
 
-def test_observe_attrs_other_semantics():
+def test_observe_attrs_other_semantics(exact):
     a = observe_attrs("How many customers have an email address on record?", env="shop", tables=("customers",),
                       column_type="text")
     assert a["count_semantics"] == "non_null" and a["aggregate"] == "count"
@@ -188,7 +188,8 @@ def test_observe_attrs_other_semantics():
     assert "boundary" not in d and "order_direction" not in d
 
 
-def test_task_attrs_agree_with_gold_boundary(suite):
+def test_task_attrs_agree_with_gold_boundary(exact_suites):
+    suite = exact_suites("sql")
     n = 0
     for t in suite.tasks:
         k = suite.answer_key(t.task_id)
@@ -201,7 +202,8 @@ def test_task_attrs_agree_with_gold_boundary(suite):
     assert n > 100
 
 
-def test_task_attrs_distinguish_look_alikes(suite):
+def test_task_attrs_distinguish_look_alikes(exact_suites):
+    suite = exact_suites("sql")
     key = {"lower_bound": "boundary", "upper_bound": "boundary", "having": "boundary", "join_key": "join_semantics",
            "distinct": "cardinality", "null_check": "null_semantics", "string_case": "case_semantics",
            "count_nonnull": "count_semantics", "order_limit": "order_direction"}
