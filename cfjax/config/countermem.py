@@ -93,7 +93,10 @@ class AgentConfig:
     max_attempts: int = 2
     token_budget: int = 4000  # per task, for the normalised budget features (not a hard cap)
     construction_uses_memory: bool = True  # reuse top-1 record while building so Eq. 6 gets observations
-    construction_reference: str = "draft_check"  # "draft_check" | "previous_attempt" (Eq. 6 label reference)
+    # Eq. 6 label reference (App. B.3): the previous evaluated attempt, neutral without one (the paper);
+    # "draft_check" runs an extra check of the memory-free draft and labels against it (our option,
+    # the `draft_check_labels` ablation row)
+    construction_reference: str = "previous_attempt"
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -132,7 +135,32 @@ class CounterMemConfig:
     dqn: DQNConfig = field(default_factory=DQNConfig)
     scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
-    seeds: tuple[int, ...] = (0, 1, 2)
-    split_seed: int = 12345  # App. D.2 uses seed 12345 for the evaluation sample
+    seeds: tuple[int, ...] = (0, 1, 2)  # backbone seeds (the scripted simulator's draws; an LLM's sampling seed)
+    # split seeds: each is one twin-free build/train/val/eval split (App. D.2 uses 12345 for the
+    # evaluation sample; the other two are ours, so that intervals cover the choice of split)
+    split_seeds: tuple[int, ...] = (12345, 1, 2)
+    # selector seeds (Table 3: 0–4), separate from backbone seeds: unit j of a suite (split-major,
+    # then backbone seed) trains its selector with selector_seeds[j % len(selector_seeds)]
+    selector_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     n_val: int = 20  # selector-validation subset of T_train (App. C.2)
     world_timeout_s: float = 2.0  # ours: wall-clock limit of one check, every world (SQL, tests, solvers)
+    # what the evaluator tells the agent: "user" (error text, pass/fail, failing assertions — what a
+    # user-facing evaluator returns) or "rich" (also e.g. the expected SQL row count: leaks gold statistics)
+    world_feedback: str = "user"
+
+    def __post_init__(self) -> None:
+        for name in ("seeds", "split_seeds", "selector_seeds"):
+            v = getattr(self, name)
+            if not v or len(set(v)) != len(v):
+                raise ValueError(f"CounterMemConfig.{name} must be a non-empty tuple of distinct ints, got {v}")
+        if self.world_feedback not in ("user", "rich"):
+            raise ValueError(f"CounterMemConfig.world_feedback must be 'user' or 'rich', got {self.world_feedback!r}")
+
+    @property
+    def split_seed(self) -> int:
+        """The first split seed (single-split tools: decision tables, notebooks)."""
+        return self.split_seeds[0]
+
+    def selector_seed(self, unit: int) -> int:
+        """The selector seed of a suite's ``unit``-th (split seed, backbone seed) unit."""
+        return self.selector_seeds[unit % len(self.selector_seeds)]

@@ -4,7 +4,7 @@ A preset is a frozen dataclass, not a mutable dict; :func:`quick` applies the
 one for the config's method with :func:`dataclasses.replace` and returns a
 new frozen config::
 
-    cfg = quick(CounterMemConfig())      # seeds (0,), 200 decisions, checkpoints (0, 8, 16, 32)
+    cfg = quick(CounterMemConfig())      # seeds (0,), split (12345,), 200 decisions, checkpoints (0, 8, 16, 32)
     max_tasks = QUICK.max_tasks          # 16 tasks per split (a run argument, not a config field)
     ap = quick(APConfig())               # 3 iterations × 20 tasks, 40 held-out tasks, seed 42
 """
@@ -34,11 +34,12 @@ class CounterMemQuick:
     checkpoint_every: int = 100  # selector checkpoint interval (DQNConfig.checkpoint_every; App. C.2: 250)
     accumulation: tuple[int, ...] = (0, 8, 16, 32)  # ExperimentConfig.accumulation_checkpoints (App. D.3: 0…200)
     seeds: tuple[int, ...] = (0,)  # CounterMemConfig.seeds (default 0 1 2)
+    split_seeds: tuple[int, ...] = (12345,)  # CounterMemConfig.split_seeds (default 12345 1 2)
 
     def apply(self, cfg: CounterMemConfig) -> CounterMemConfig:
-        """``cfg`` with this preset's seeds, selector budget and accumulation checkpoints."""
+        """``cfg`` with this preset's seeds, split seeds, selector budget and accumulation checkpoints."""
         return dataclasses.replace(
-            cfg, seeds=self.seeds,
+            cfg, seeds=self.seeds, split_seeds=self.split_seeds,
             dqn=dataclasses.replace(cfg.dqn, total_decisions=self.decisions, checkpoint_every=self.checkpoint_every),
             experiment=dataclasses.replace(cfg.experiment, accumulation_checkpoints=self.accumulation))
 

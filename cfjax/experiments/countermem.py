@@ -14,6 +14,7 @@ expel                  ExpeL-style lessons from T_build, most similar always sho
 cf_memory              the full method: verified store + trained DQN selector (Algorithm 1)
 cf_without_wm          unverified advice stored (§6.1); its own selector is trained on it
 wm_without_cf          alternatives checked within the task, nothing stored (§6.1)
+draft_check_labels     Eq. 6 labelled against an extra check of the draft, not the previous attempt
 random_retrieval       k records sampled from the whole store, no state matching (§6.2)
 shuffled_retrieval     the records matched to another held-out task's state (§6.2)
 no_condition           condition dropped from the filter and the rendered record (App. E.3)
@@ -57,7 +58,7 @@ from cfjax.types import Splits, Task
 from cfjax.infra.cache import CachedWorld
 
 __all__ = ["ROWS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS", "expand_rows", "row_metrics", "run_unit",
-           "BackboneSpec", "quick_splits", "resolve_suites", "backbone_spec", "progress_bars", "run_main",
+           "BackboneSpec", "quick_splits", "resolve_suites", "backbone_spec", "progress_bars", "run_main", "make_jobs",
            "report_main"]
 
 
@@ -139,6 +140,7 @@ class UnitContext:
     threads: int
     conditions: dict[str, str]
     progress: ProgressFactory
+    selector_seed: int = 0  # seeds selector training (Table 3), apart from the backbone seed
     episodes: dict[str, list[Episode]] = field(default_factory=dict)
     main: "MainRun | None" = None  # the full method's frozen store, agent and greedy selector (set by run_unit)
 
@@ -179,23 +181,31 @@ class UnitContext:
 
 
 def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Backbone, rows: Sequence[str],
-             splits: Splits | None = None, threads: int = 1, progress: ProgressFactory | None = None,
+             splits: Splits | None = None, split_seed: int | None = None, selector_seed: int | None = None,
+             threads: int = 1, progress: ProgressFactory | None = None,
              log: Callable[[str], None] = lambda s: None, out_dir: str | Path | None = None) -> dict:
-    """Every requested row for one suite and one seed. Returns a JSON-ready dict.
+    """Every requested row for one suite, one split and one backbone seed. Returns a JSON-ready dict.
 
-    With ``out_dir`` the frozen main store (``store.json``) and the trained
-    selector (orbax, ``selector/``) are written there."""
+    ``split_seed`` (default: the config's first) picks the split unless ``splits`` is given;
+    ``selector_seed`` (default: the config's first) seeds selector training. The result carries the
+    per-task outcome of every row (``outcomes``: row → 0/1 per held-out task, in ``eval_ids`` order)
+    for the paired intervals of :mod:`cfjax.experiments.stats`. With ``out_dir`` the frozen main
+    store (``store.json``) and the trained selector (orbax, ``selector/``) are written there."""
     from cfjax.countermem.pipeline import null_progress
 
     t0 = time.perf_counter()
     rows = expand_rows(rows)
     progress = progress or null_progress
-    splits = splits or suite.splits(seed=config.split_seed, n_val=config.n_val)
+    split_seed = config.split_seeds[0] if split_seed is None else split_seed
+    selector_seed = config.selector_seeds[0] if selector_seed is None else selector_seed
+    splits = splits or suite.splits(seed=split_seed, n_val=config.n_val)
     world = CachedWorld(suite.world(**suite_world_kwargs(suite, config)))
     source_envs = {t.env_id for t in splits.build}
     ctx = UnitContext(suite, splits, world, backbone, config, seed, threads,
-                      {t.task_id: transfer_condition(t, suite.answer_key(t.task_id), source_envs) for t in splits.eval}, progress)
-    res: dict = {"suite": suite.name, "seed": seed, "rows": {}, "groups": {}, "timing": {}}
+                      {t.task_id: transfer_condition(t, suite.answer_key(t.task_id), source_envs) for t in splits.eval},
+                      progress, selector_seed=selector_seed)
+    res: dict = {"suite": suite.name, "seed": seed, "split_seed": split_seed, "selector_seed": selector_seed,
+                 "rows": {}, "groups": {}, "timing": {}}
 
     def timed(key: str, t: float) -> None:
         res["timing"][key] = round(time.perf_counter() - t, 2)
@@ -205,7 +215,7 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     store = MemoryStore(config.store, config.retrieval, edits=suite.edits)
     agent = ctx.agent(store)
     construct(agent, splits.build, seed=seed, progress=progress)
-    params, tlog, _ = train_selector(agent, splits.train, splits.val, seed=seed, progress=progress)
+    params, tlog, _ = train_selector(agent, splits.train, splits.val, seed=selector_seed, progress=progress)
     greedy = _greedy_policy(dqn.jit_selector(dqn.make_dqn(config.dqn)), params)
     res["store"] = dict(store.summary())
     if out_dir is not None:
@@ -216,7 +226,8 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         d.mkdir(parents=True, exist_ok=True)
         store.save(d / "store.json")
         save_params(d / "selector", params, {
-            "suite": suite.name, "seed": seed, "best_decision": tlog.best_decision,
+            "suite": suite.name, "seed": seed, "split_seed": split_seed, "selector_seed": selector_seed,
+            "best_decision": tlog.best_decision,
             "best_val_return": tlog.best_return, "checkpoints": tlog.checkpoints, "dqn": to_dict(config.dqn)})
     res["train"] = {"decisions": tlog.decisions, "best_decision": tlog.best_decision,
                     "best_val_return": tlog.best_return}
@@ -240,15 +251,19 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     res["seconds"] = round(time.perf_counter() - t0, 2)
     res["split_sizes"] = {k: len(getattr(splits, k)) for k in ("build", "train", "val", "eval")}
     res["conditions"] = {c: sum(v == c for v in ctx.conditions.values()) for c in TRANSFER_CONDITIONS}
-    log(f"{suite.name} seed {seed}: " + "  ".join(
+    res["eval_ids"] = [t.task_id for t in splits.eval]
+    res["conditions_by_task"] = [ctx.conditions[t.task_id] for t in splits.eval]
+    res["outcomes"] = {name: [int(ep.solved) for ep in eps] for name, eps in ctx.episodes.items()}
+    log(f"{suite.name} split {split_seed} seed {seed}: " + "  ".join(
         f"{k} {v['success']:.1f}" for k, v in res["rows"].items() if v.get("success") is not None)
         + f"  ({res['seconds']:.0f}s)")
     return res
 
 
 def suite_world_kwargs(suite: Suite, config: CounterMemConfig) -> dict:
-    """World options from the config: every world takes a wall-clock ``timeout_s`` per check."""
-    return {"timeout_s": config.world_timeout_s}
+    """World options from the config: a wall-clock ``timeout_s`` per check and what the evaluator
+    tells the agent (``feedback``: ``user`` | ``rich``)."""
+    return {"timeout_s": config.world_timeout_s, "feedback": config.world_feedback}
 
 
 # --------------------------------------------------------------------------- many units
@@ -267,6 +282,8 @@ class UnitJob:
     max_tasks: int | None = None
     threads: int = 1
     out_dir: str | None = None
+    split_seed: int = 12345
+    selector_seed: int = 0
 
 
 def run_job(job: UnitJob, progress: ProgressFactory | None = None, log: Callable[[str], None] = lambda s: None) -> dict:
@@ -274,12 +291,25 @@ def run_job(job: UnitJob, progress: ProgressFactory | None = None, log: Callable
     from cfjax.domains import open_suite
 
     suite = open_suite(job.suite, job.root)
-    splits = suite.splits(seed=job.config.split_seed, n_val=job.config.n_val)
+    splits = suite.splits(seed=job.split_seed, n_val=job.config.n_val)
     if job.max_tasks:
         splits = quick_splits(splits, job.max_tasks)
     bb = job.backbone.make(suite, job.seed, job.config)
     return finite(run_unit(suite, job.seed, job.config, backbone=bb, rows=job.rows, splits=splits,
-                           threads=job.threads, progress=progress, log=log, out_dir=job.out_dir))
+                           split_seed=job.split_seed, selector_seed=job.selector_seed, threads=job.threads,
+                           progress=progress, log=log, out_dir=job.out_dir))
+
+
+def make_jobs(cfg: CounterMemConfig, roots: dict[str, Path], *, rows: Sequence[str], backbone: BackboneSpec,
+              max_tasks: int | None = None, threads: int = 1, out: Path | None = None) -> list[UnitJob]:
+    """One job per (suite, split seed, backbone seed); the suite's ``j``-th unit (split-major) trains
+    its selector with ``cfg.selector_seed(j)``. ``out`` (optional) gets each unit's store and selector
+    under ``<suite>/split_<s>/seed_<b>/``."""
+    return [UnitJob(n, str(roots[n]), seed, cfg, tuple(rows), backbone, max_tasks, threads,
+                    None if out is None else str(Path(out) / n / f"split_{sp}" / f"seed_{seed}"),
+                    split_seed=sp, selector_seed=cfg.selector_seed(j))
+            for n in roots
+            for j, (sp, seed) in enumerate((sp, seed) for sp in cfg.split_seeds for seed in cfg.seeds)]
 
 
 def _init_worker(threads: int) -> None:  # pragma: no cover - runs in worker processes
@@ -314,7 +344,7 @@ def run_jobs(jobs: Sequence[UnitJob], *, workers: int = 1, progress: ProgressFac
             i = futs[f]
             out[i] = f.result()
             r = out[i]
-            log(f"{r['suite']} seed {r['seed']}: " + "  ".join(
+            log(f"{r['suite']} split {r['split_seed']} seed {r['seed']}: " + "  ".join(
                 f"{k} {v['success']:.1f}" for k, v in r["rows"].items() if v.get("success") is not None)
                 + f"  ({r['seconds']:.0f}s)")
             bar.update(1)
@@ -383,8 +413,10 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
              log: Callable[[str], None] = print) -> dict:
     """``cfjax countermem run``: every (suite, seed) unit with ``rows``, aggregated and written.
 
-    Writes ``out/config.toml``, ``out/results.json``, ``out/report.txt`` and each unit's stores and
-    selectors under ``out/<suite>/seed_<s>/``; logs the report. Returns the ``results.json`` payload.
+    Runs every (suite, split seed, backbone seed) unit. Writes ``out/config.toml``,
+    ``out/results.json`` (the summary with intervals, every unit, and the per-task paired
+    ``outcomes``), ``out/report.txt`` and each unit's store and selector under
+    ``out/<suite>/split_<s>/seed_<b>/``; logs the report. Returns the ``results.json`` payload.
     ``workers`` defaults to ``min(2, CPUs)``, ``threads`` to 8 for an LLM server and 1 for the
     scripted backbone; progress bars are drawn only in the serial case.
     """
@@ -393,7 +425,7 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
 
     from cfjax.config import save_toml, to_dict
     from cfjax.domains import build_suite
-    from cfjax.experiments.report import aggregate, format_report
+    from cfjax.experiments.report import aggregate, collect_outcomes, format_report
     from cfjax.infra.io import atomic_write_text
 
     names = resolve_suites(suites)
@@ -407,16 +439,18 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     for n in names:
         roots[n] = out / "suites" / n
         build_suite(n, roots[n])
-    jobs = [UnitJob(n, str(roots[n]), seed, cfg, rows, spec, max_tasks, threads, str(out / n / f"seed_{seed}"))
-            for n in names for seed in cfg.seeds]
+    jobs = make_jobs(cfg, roots, rows=rows, backbone=spec, max_tasks=max_tasks, threads=threads, out=out)
     save_toml(cfg, out / "config.toml")
     log(f"cfjax countermem run: suites={names} backbone={spec.label} seeds={list(cfg.seeds)} "
+        f"split_seeds={list(cfg.split_seeds)} selector_seeds={list(cfg.selector_seeds)} "
         f"rows={len(rows)} units={len(jobs)} workers={workers} threads={threads}"
         f"{' (quick)' if quick else ''} → {out}")
     t0 = time.perf_counter()
     units = run_jobs(jobs, workers=workers, progress=progress_bars(progress and workers <= 1), log=log)
-    summary = aggregate(units)
-    payload = {"backbone": spec.label, "suites": names, "seeds": list(cfg.seeds), "rows": list(rows),
+    outcomes = collect_outcomes(units)
+    summary = aggregate(units, outcomes)
+    payload = {"backbone": spec.label, "suites": names, "seeds": list(cfg.seeds),
+               "split_seeds": list(cfg.split_seeds), "rows": list(rows), "outcomes": outcomes,
                "quick": bool(quick), "max_tasks": max_tasks, "workers": workers, "threads": threads,
                "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "units": units,
                "config": to_dict(cfg)}
@@ -424,7 +458,7 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     report = format_report(summary, backbone=spec.label)
     atomic_write_text(out / "report.txt", report + "\n")
     log(report)
-    log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, stores and selectors under {out}/<suite>/seed_*/ "
+    log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, stores and selectors under {out}/<suite>/split_*/seed_*/ "
         f"({payload['seconds']:.0f}s); figures: cfjax countermem report {out}")
     return payload
 

@@ -1,12 +1,21 @@
 """Aggregate per-unit results into the paper's tables and figures (Table 1, Fig. 2–4, 8).
 
-:func:`aggregate` turns the list of (suite, seed) unit results of
-:func:`cfjax.experiments.countermem.run_jobs` into one summary: success as mean
-± std over seeds; ratios with small denominators (coverage, harmful use,
-changes per retrieved record) *pooled* over seeds — summed numerators over
-summed denominators, so a seed with two selected uses does not weigh as much
-as one with forty; rescued/broken counts summed over seeds.
-:func:`format_report` prints the tables; :func:`draw_figures` writes PNGs.
+:func:`aggregate` turns the list of (suite, split seed, backbone seed) unit
+results of :func:`cfjax.experiments.countermem.run_jobs` into one summary:
+
+* every success figure with a paired task-bootstrap 95% interval
+  (:mod:`cfjax.experiments.stats`; clusters = splits, tasks resampled, seeds
+  kept inside a task), every row's difference against ``none`` and every
+  ablation's difference against ``cf_memory``, each with its interval; the
+  ``mean`` column weighs suites equally, as Table 1 does;
+* ratios with small denominators (coverage, harmful use, changes per
+  retrieved record) *pooled* over units — summed numerators over summed
+  denominators; rescued/broken counts summed over units; ``success_std`` is
+  the spread over units, kept for reference.
+
+:func:`collect_outcomes` gathers the per-task paired outcomes (saved in
+``results.json``); :func:`format_report` prints the tables;
+:func:`draw_figures` writes PNGs with the intervals drawn.
 """
 
 from __future__ import annotations
@@ -18,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cfjax.experiments.rows import RETENTION_RULES, ROWS
+from cfjax.experiments.rows import ABLATION_ROWS, RETENTION_RULES, RETRIEVAL_ROWS, ROWS
+from cfjax.experiments.stats import Cluster, bootstrap, fmt_interval, paired_difference
 from cfjax.domains.base import TRANSFER_CONDITIONS
 
-__all__ = ["aggregate", "format_report", "draw_figures", "load_results"]
+__all__ = ["aggregate", "collect_outcomes", "format_report", "draw_figures", "load_results"]
 
 _RATIO_PARTS = {
     "coverage": ("covered", "opportunities"),
@@ -69,14 +79,80 @@ def _memory_row(row: str) -> bool:
     return row not in ("none", "best_of_n", "wm_without_cf")
 
 
-def aggregate(units: Sequence[dict]) -> dict:
-    """Summary of every row, group and panel over seeds, per suite (and pooled ``all``)."""
+def collect_outcomes(units: Sequence[dict]) -> dict:
+    """Per-task paired outcomes: ``suite → str(split seed) → {"task_ids", "seeds", "conditions",
+    "rows": {row: [[0/1 per task] per backbone seed]}}`` (a row is kept where every seed of the
+    split ran it; the format :func:`cfjax.experiments.stats.clusters_from_outcomes` reads)."""
+    out: dict = {}
+    for u in units:
+        if "outcomes" not in u:
+            continue
+        blk = out.setdefault(u["suite"], {}).setdefault(str(u.get("split_seed", 0)), {
+            "task_ids": u["eval_ids"], "seeds": [], "conditions": u.get("conditions_by_task"), "rows": {}})
+        if blk["task_ids"] != u["eval_ids"]:
+            raise ValueError(f"units of {u['suite']} split {u.get('split_seed')} evaluate different tasks")
+        blk["seeds"].append(u["seed"])
+        for r, v in u["outcomes"].items():
+            blk["rows"].setdefault(r, []).append(v)
+    for splits in out.values():
+        for blk in splits.values():
+            blk["rows"] = {r: v for r, v in blk["rows"].items() if len(v) == len(blk["seeds"])}
+    return out
+
+
+def _clusters(outcomes: dict, suites: Sequence[str], condition: str | None = None) -> list[Cluster]:
+    """Clusters of ``suites`` (each suite weighs the same, each split inside it the same), optionally
+    restricted to the held-out tasks of one transfer condition."""
+    names = [s for s in suites if s in outcomes]
+    out = []
+    for s in names:
+        for blk in outcomes[s].values():
+            cols = np.arange(len(blk["task_ids"]))
+            if condition is not None:
+                cols = np.array([i for i, c in enumerate(blk.get("conditions") or ()) if c == condition], int)
+            if len(cols) == 0 or not blk["rows"]:
+                continue
+            out.append(Cluster({r: np.asarray(v, float)[:, cols] for r, v in blk["rows"].items()},
+                               weight=1.0 / (len(names) * len(outcomes[s]))))
+    return out
+
+
+def _ci(clusters: Sequence[Cluster], row: str, ref: str | None = None) -> dict | None:
+    """The row's interval (or ``row − ref``), ``None`` when no cluster has both."""
+    try:
+        iv = bootstrap(clusters, row) if ref is None else paired_difference(clusters, row, ref)
+    except ValueError:
+        return None
+    return iv.as_dict()
+
+
+def _with_ci(m: dict, clusters: Sequence[Cluster], row: str, refs: Sequence[str] = ()) -> dict:
+    m["ci"] = _ci(clusters, row)
+    for ref in refs:
+        if ref != row:
+            m[f"vs_{ref}"] = _ci(clusters, row, ref)
+    return m
+
+
+def aggregate(units: Sequence[dict], outcomes: dict | None = None) -> dict:
+    """Summary of every row, group and panel over units, per suite (and pooled ``all``), with
+    paired bootstrap intervals from ``outcomes`` (default: :func:`collect_outcomes` of ``units``)."""
+    outcomes = collect_outcomes(units) if outcomes is None else outcomes
     suites = list(dict.fromkeys(u["suite"] for u in units))
     seeds = sorted({u["seed"] for u in units})
+    split_seeds = sorted({u.get("split_seed", 0) for u in units})
     rows = [r for r in ROWS if any(r in u["rows"] for u in units)]
     by_suite = {s: [u for u in units if u["suite"] == s] for s in suites}
-    table = {r: {s: _summarise([u["rows"][r] for u in by_suite[s] if r in u["rows"]], _memory_row(r))
+    cl = {s: _clusters(outcomes, [s]) for s in suites}
+    cl["mean"] = _clusters(outcomes, suites)
+
+    def refs(r: str) -> tuple[str, ...]:
+        return ("none", "cf_memory") if r in ABLATION_ROWS + RETRIEVAL_ROWS else ("none",)
+
+    table = {r: {s: _with_ci(_summarise([u["rows"][r] for u in by_suite[s] if r in u["rows"]], _memory_row(r)),
+                             cl[s], r, refs(r))
                  for s in suites} for r in rows}
+    table_mean = {r: _with_ci({}, cl["mean"], r, refs(r)) for r in rows}
     transfer: dict = {}
     for s in suites + ["all"]:
         us = units if s == "all" else by_suite[s]
@@ -89,7 +165,9 @@ def aggregate(units: Sequence[dict]) -> dict:
                 blocks = [u["rows"][r]["by_condition"][c] for u in us
                           if r in u["rows"] and c in u["rows"][r].get("by_condition", {})]
                 if blocks:
-                    transfer[s][r][c] = _summarise(blocks, _memory_row(r))
+                    transfer[s][r][c] = _with_ci(_summarise(blocks, _memory_row(r)),
+                                                 _clusters(outcomes, suites if s == "all" else [s], c), r,
+                                                 ("none",))
     no_cond: dict = {}
     for s in suites + ["all"]:
         us = units if s == "all" else by_suite[s]
@@ -115,7 +193,8 @@ def aggregate(units: Sequence[dict]) -> dict:
         if us:
             retention[s] = {"capacity": [u["groups"]["retention"]["capacity"] for u in us]}
             for rule in RETENTION_RULES:
-                retention[s][rule] = _summarise([u["groups"]["retention"]["rules"][rule] for u in us], True)
+                retention[s][rule] = _with_ci(_summarise([u["groups"]["retention"]["rules"][rule] for u in us], True),
+                                              cl[s], f"retention_{rule}", ("none", "retention_utility"))
         us = [u for u in by_suite[s] if "accumulation" in u.get("groups", {})]
         if us:
             marks = sorted({int(n) for u in us for n in u["groups"]["accumulation"]["checkpoints"]})
@@ -125,10 +204,11 @@ def aggregate(units: Sequence[dict]) -> dict:
             for n in marks:
                 blocks = [u["groups"]["accumulation"]["checkpoints"][str(n)] for u in us
                           if str(n) in u["groups"]["accumulation"]["checkpoints"]]
-                summ = _summarise(blocks, True)
+                summ = _with_ci(_summarise(blocks, True), cl[s], f"accumulation_{n}", ("none",))
                 summ["records"] = _mean_std([b.get("records") for b in blocks])[0]
                 accumulation[s]["checkpoints"][str(n)] = summ
-    return {"suites": suites, "seeds": seeds, "rows": rows, "table": table, "transfer": transfer,
+    return {"suites": suites, "seeds": seeds, "split_seeds": split_seeds, "units": len(units), "rows": rows,
+            "table": table, "table_mean": table_mean, "transfer": transfer,
             "no_condition": no_cond, "retention": retention, "accumulation": accumulation}
 
 
@@ -142,40 +222,52 @@ def _f(v, spec: str = ".1f") -> str:
 
 
 def _pm(m: dict | None) -> str:
+    """A success cell: ``mean [lo, hi]`` from the bootstrap interval (``—`` without data)."""
     if not m or m.get("success") is None:
         return "—"
-    return f"{m['success']:.1f} ± {m['success_std']:.1f}"
+    return fmt_interval(m.get("ci")) if m.get("ci") else f"{m['success']:.1f}"
+
+
+def _verdict(iv: dict | None) -> str:
+    if not iv:
+        return ""
+    return "  ↑" if iv["lo"] > 0 else ("  ↓" if iv["hi"] < 0 else "   ")
 
 
 def format_report(summary: dict, *, backbone: str) -> str:
-    """Table 1 (domains as columns) and the §5–6 panels as text."""
+    """Table 1 (domains as columns), the differences with their intervals, and the §5–6 panels."""
     suites, rows, T = summary["suites"], summary["rows"], summary["table"]
-    w = 14
-    out = [f"CounterMem — {backbone}", f"held-out success (0–100), mean ± std over seeds {summary['seeds']}", ""]
-    head = f"{'row':<20}" + "".join(f"{s:>{w}}" for s in suites) + f"{'mean':>8}{'tokens(k)':>11}{'calls/solved':>14}"
+    TM = summary.get("table_mean", {})
+    w = 21
+    n_units = summary.get("units")
+    out = [f"CounterMem — {backbone}",
+           f"held-out success (0–100) with paired task-bootstrap 95% intervals; backbone seeds {summary['seeds']}, "
+           f"split seeds {summary.get('split_seeds', '?')}" + (f" ({n_units} units)" if n_units else ""), ""]
+    head = f"{'row':<20}" + "".join(f"{s:>{w}}" for s in suites) + f"{'mean':>{w}}{'tokens(k)':>11}  calls/solved"
+    ablations = [r for r in ABLATION_ROWS + RETRIEVAL_ROWS if r in rows]
     sections = [("Table 1 — memory mechanisms", [r for r in ("none", "best_of_n", "expel", "cf_memory") if r in rows]),
-                ("§6 ablations (gain over none in parentheses)",
-                 [r for r in ("cf_without_wm", "wm_without_cf", "random_retrieval", "shuffled_retrieval",
-                              "no_condition") if r in rows])]
+                ("§6 / App. E.3 ablations", ablations)]
     for title, rs in sections:
         if not rs:
             continue
         out += [title, head]
         for r in rs:
-            cells = []
-            succ = []
-            for s in suites:
-                m = T[r][s]
-                cell = _pm(m)
-                if title.startswith("§6") and m.get("success") is not None and T["none"][s].get("success") is not None:
-                    cell = f"{m['success']:.1f} ({m['success'] - T['none'][s]['success']:+.1f})"
-                cells.append(cell)
-                succ.append(m.get("success"))
-            mean = np.mean([x for x in succ if x is not None]) if any(x is not None for x in succ) else None
+            cells = [_pm(T[r][s]) for s in suites]
+            mean = fmt_interval(TM.get(r, {}).get("ci")) if TM.get(r, {}).get("ci") else "—"
             tok = sum((T[r][s].get("tokens") or 0) for s in suites) / 1000
-            cps = [T[r][s].get("calls_per_solved") for s in suites]
-            cps_txt = "/".join(_f(c, ".2f") for c in cps)
-            out.append(f"{r:<20}" + "".join(f"{c:>{w}}" for c in cells) + f"{_f(mean):>8}{tok:>11.1f}  {cps_txt}")
+            cps_txt = "/".join(_f(T[r][s].get("calls_per_solved"), ".2f") for s in suites)
+            out.append(f"{r:<20}" + "".join(f"{c:>{w}}" for c in cells) + f"{mean:>{w}}{tok:>11.1f}  {cps_txt}")
+        out.append("")
+    for ref, title, rs in (("none", "Difference against none (pp, paired; ↑/↓: the interval excludes 0)",
+                            [r for r in rows if r != "none"]),
+                           ("cf_memory", "Ablations against the full method cf_memory (pp, paired)", ablations)):
+        rs = [r for r in rs if any(T[r][s].get(f"vs_{ref}") for s in suites)]
+        if not rs:
+            continue
+        out += [title, f"{'row':<20}" + "".join(f"{s:>{w + 3}}" for s in suites) + f"{'mean':>{w + 3}}"]
+        for r in rs:
+            ivs = [T[r][s].get(f"vs_{ref}") for s in suites] + [TM.get(r, {}).get(f"vs_{ref}")]
+            out.append(f"{r:<20}" + "".join(f"{fmt_interval(iv, signed=True) + _verdict(iv):>{w + 3}}" for iv in ivs))
         out.append("")
     if any(r in rows for r in ("cf_memory", "random_retrieval", "shuffled_retrieval")):
         out.append("Fig. 4d — per retrieved record (pooled over seeds): action changes / harmful changes")
@@ -185,7 +277,7 @@ def format_report(summary: dict, *, backbone: str) -> str:
                     f"{s}: {_f(T[r][s].get('action_changes_per_retrieved'), '.3f')} / "
                     f"{_f(T[r][s].get('harmful_changes_per_retrieved'), '.3f')}   " for s in suites))
         out.append("")
-    out.append("Fig. 8a / App. E.3 — rescued / broken vs none (summed over seeds)")
+    out.append("Fig. 8a / App. E.3 — rescued / broken vs none (summed over units)")
     for r in rows:
         if r == "none":
             continue
@@ -195,16 +287,16 @@ def format_report(summary: dict, *, backbone: str) -> str:
     out.append("")
     tr = summary["transfer"].get("all", {})
     if tr:
-        out.append("Fig. 3 — transfer conditions, all suites pooled: success (mean over seeds×suites) | "
+        out.append("Fig. 3 — transfer conditions, all suites pooled: success [95% interval] | "
                    "coverage | harmful use")
-        out.append(f"  {'condition':<13}" + "".join(f"{r:>30}" for r in tr))
+        out.append(f"  {'condition':<13}" + "".join(f"{r:>38}" for r in tr))
         for c in TRANSFER_CONDITIONS:
             cells = []
             for r in tr:
                 m = tr[r].get(c)
                 cells.append("—" if m is None else
-                             f"{_f(m['success'])} | {_f(m['coverage'], '.2f')} | {_f(m['harmful_use'], '.3f')}")
-            out.append(f"  {c:<13}" + "".join(f"{x:>30}" for x in cells))
+                             f"{_pm(m)} | {_f(m['coverage'], '.2f')} | {_f(m['harmful_use'], '.3f')}")
+            out.append(f"  {c:<13}" + "".join(f"{x:>38}" for x in cells))
         out.append("")
     nc = summary["no_condition"]
     if nc:
@@ -218,7 +310,7 @@ def format_report(summary: dict, *, backbone: str) -> str:
                        f"(uses {a['look_alike_uses']} → {b['look_alike_uses']})")
         out.append("")
     if summary["retention"]:
-        out.append("Fig. 2d — retention rules at equal capacity: success (mean ± std)")
+        out.append("Fig. 2d — retention rules at equal capacity: success [95% interval]")
         for s, d in summary["retention"].items():
             out.append(f"  {s:<8} capacity {d['capacity']}: " + "  ".join(
                 f"{rule} {_pm(d[rule])}" for rule in RETENTION_RULES))
@@ -233,6 +325,18 @@ def format_report(summary: dict, *, backbone: str) -> str:
 
 
 # --------------------------------------------------------------------------- figures
+
+
+def _bounds(ms: Sequence[dict], ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.array([(m.get("ci") or {}).get("lo", y) for m, y in zip(ms, ys)], float)
+    hi = np.array([(m.get("ci") or {}).get("hi", y) for m, y in zip(ms, ys)], float)
+    return lo, hi
+
+
+def _yerr(ms: Sequence[dict], ys: np.ndarray) -> np.ndarray:
+    """matplotlib's asymmetric ``yerr`` from each cell's 95% interval (0 where it has none)."""
+    lo, hi = _bounds(ms, ys)
+    return np.nan_to_num(np.array([ys - lo, hi - ys]), nan=0.0)
 
 
 def load_results(run_dir: str | Path) -> dict:
@@ -272,14 +376,14 @@ def draw_figures(results: dict, out_dir: str | Path) -> list[Path]:
         for s, d in S["accumulation"].items():
             xs = [int(n) for n in d["checkpoints"]]
             ys = np.array([d["checkpoints"][str(n)]["success"] for n in xs], float)
-            sd = np.array([d["checkpoints"][str(n)]["success_std"] for n in xs], float)
+            lo, hi = _bounds([d["checkpoints"][str(n)] for n in xs], ys)
             ax.plot(xs, ys, marker="o", label=s)
-            ax.fill_between(xs, ys - sd, ys + sd, alpha=0.2)
+            ax.fill_between(xs, lo, hi, alpha=0.2)
             mt = [d["checkpoints"][str(n)].get("memory_tokens_per_task") for n in xs]
             bx.plot(xs, [np.nan if v is None else v for v in mt], marker="o", label=s)
         ax.set_xlabel("source tasks processed")
         ax.set_ylabel("held-out success")
-        ax.set_title("(a) accumulation, one fixed selector")
+        ax.set_title("(a) accumulation, one fixed selector (band: 95% interval)")
         ax.legend()
         bx.set_xlabel("source tasks processed")
         bx.set_ylabel("tokens per task")
@@ -289,12 +393,12 @@ def draw_figures(results: dict, out_dir: str | Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6, 4))
         width = 0.8 / len(RETENTION_RULES)
         for j, rule in enumerate(RETENTION_RULES):
-            ys = [S["retention"][s][rule]["success"] for s in S["retention"]]
-            es = [S["retention"][s][rule]["success_std"] for s in S["retention"]]
-            ax.bar(np.arange(len(ys)) + j * width, ys, width, yerr=es, label=rule)
+            ms = [S["retention"][s][rule] for s in S["retention"]]
+            ys = np.array([m["success"] for m in ms], float)
+            ax.bar(np.arange(len(ys)) + j * width, ys, width, yerr=_yerr(ms, ys), capsize=2, label=rule)
         ax.set_xticks(np.arange(len(S["retention"])) + 0.4 - width / 2, list(S["retention"]))
         ax.set_ylabel("held-out success")
-        ax.set_title("(d) retention rules at equal capacity")
+        ax.set_title("(d) retention rules at equal capacity (95% intervals)")
         ax.legend(fontsize=8)
         save(fig, "retention.png")
     tr = S["transfer"].get("all", {})
@@ -306,26 +410,29 @@ def draw_figures(results: dict, out_dir: str | Path) -> list[Path]:
                                           ("harmful_use", "(c) harmful use per selected use"))):
             ax = axes[k]
             for j, r in enumerate(rows):
-                ys = [(tr[r].get(c) or {}).get(key) for c in TRANSFER_CONDITIONS]
-                ys = [np.nan if y is None else y for y in ys]
-                ax.bar(np.arange(len(TRANSFER_CONDITIONS)) + j * width, ys, width, label=r)
+                ms = [tr[r].get(c) or {} for c in TRANSFER_CONDITIONS]
+                ys = np.array([np.nan if m.get(key) is None else m[key] for m in ms], float)
+                err = _yerr(ms, ys) if key == "success" else None
+                ax.bar(np.arange(len(TRANSFER_CONDITIONS)) + j * width, ys, width, yerr=err, capsize=2, label=r)
             ax.set_xticks(np.arange(len(TRANSFER_CONDITIONS)) + 0.4 - width / 2, TRANSFER_CONDITIONS, fontsize=8)
             ax.set_title(title)
         axes[0].legend(fontsize=7, loc="lower left", framealpha=0.9)
         save(fig, "transfer.png")
     T = S["table"]
-    abl = [r for r in ("cf_without_wm", "wm_without_cf", "random_retrieval", "shuffled_retrieval", "no_condition",
-                       "cf_memory") if r in T]
+    abl = [r for r in ABLATION_ROWS + RETRIEVAL_ROWS + ("cf_memory",) if r in T]
     if len(abl) > 1:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         width = 0.8 / len(suites)
         for j, s in enumerate(suites):
-            gains = [(T[r][s]["success"] or 0) - (T["none"][s]["success"] or 0) for r in abl]
-            axes[0].bar(np.arange(len(abl)) + j * width, gains, width, label=s)
+            ivs = [T[r][s].get("vs_none") or {} for r in abl]
+            gains = np.array([np.nan if not iv else iv["mean"] for iv in ivs], float)
+            err = np.array([[g - iv["lo"] if iv else 0.0 for g, iv in zip(gains, ivs)],
+                            [iv["hi"] - g if iv else 0.0 for g, iv in zip(gains, ivs)]])
+            axes[0].bar(np.arange(len(abl)) + j * width, gains, width, yerr=err, capsize=2, label=s)
             cps = [T[r][s]["calls_per_solved"] or np.nan for r in ["none"] + abl]
             axes[1].bar(np.arange(len(abl) + 1) + j * width, cps, width, label=s)
         axes[0].set_xticks(np.arange(len(abl)) + 0.4 - width / 2, abl, rotation=30, fontsize=8)
-        axes[0].set_title("(a, c) success gain over none (pp)")
+        axes[0].set_title("(a, c) success gain over none (pp, paired 95% intervals)")
         axes[0].axhline(0, color="k", lw=0.5)
         axes[1].set_xticks(np.arange(len(abl) + 1) + 0.4 - width / 2, ["none"] + abl, rotation=30, fontsize=8)
         axes[1].set_title("(b) evaluator calls per solved task")

@@ -34,7 +34,7 @@ __all__ = ["RowSpec", "ROW_SPECS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS
            "RETENTION_RULES"]
 
 MAIN_ROWS = ("none", "best_of_n", "expel", "cf_memory")
-ABLATION_ROWS = ("cf_without_wm", "wm_without_cf")
+ABLATION_ROWS = ("cf_without_wm", "wm_without_cf", "draft_check_labels")
 RETRIEVAL_ROWS = ("random_retrieval", "shuffled_retrieval", "no_condition")
 GROUP_ROWS = ("retention", "accumulation")
 ROWS = MAIN_ROWS + ABLATION_ROWS + RETRIEVAL_ROWS + GROUP_ROWS
@@ -71,18 +71,32 @@ def _expel(ctx: "UnitContext") -> dict:
     return m
 
 
+def _rebuilt(ctx: "UnitContext", name: str, cfg) -> dict:
+    """A row whose store is constructed under ``cfg`` and whose own selector is trained on it (the
+    same construction seed and selector seed as the main run)."""
+    st = MemoryStore(cfg.store, cfg.retrieval, edits=ctx.suite.edits)
+    ag = ctx.agent(st, cfg)
+    construct(ag, ctx.splits.build, seed=ctx.seed, progress=ctx.progress)
+    params, _, _ = train_selector(ag, ctx.splits.train, ctx.splits.val, seed=ctx.selector_seed, progress=ctx.progress)
+    m = ctx.agent_rows(name, ag, _greedy_policy(dqn.jit_selector(dqn.make_dqn(cfg.dqn)), params), memory=True)
+    m["records"] = len(st)
+    return m
+
+
 def _cf_without_wm(ctx: "UnitContext") -> dict:
     """§6.1: unverified advice stored (no counterfactual check); its own selector is trained on it."""
     config = ctx.config
-    cfg_u = dataclasses.replace(config, generator=dataclasses.replace(config.generator, verify=False))
-    st_u = MemoryStore(cfg_u.store, cfg_u.retrieval, edits=ctx.suite.edits)
-    ag_u = ctx.agent(st_u, cfg_u)
-    construct(ag_u, ctx.splits.build, seed=ctx.seed, progress=ctx.progress)
-    p_u, _, _ = train_selector(ag_u, ctx.splits.train, ctx.splits.val, seed=ctx.seed, progress=ctx.progress)
-    m = ctx.agent_rows("cf_without_wm", ag_u, _greedy_policy(dqn.jit_selector(dqn.make_dqn(config.dqn)), p_u),
-                       memory=True)
-    m["records"] = len(st_u)
-    return m
+    return _rebuilt(ctx, "cf_without_wm",
+                    dataclasses.replace(config, generator=dataclasses.replace(config.generator, verify=False)))
+
+
+def _draft_check_labels(ctx: "UnitContext") -> dict:
+    """Eq. 6 labels against an extra check of the memory-free draft (our option) instead of the
+    paper's previous evaluated attempt; store and selector rebuilt under it."""
+    config = ctx.config
+    ref = "draft_check" if config.agent.construction_reference != "draft_check" else "previous_attempt"
+    return _rebuilt(ctx, "draft_check_labels",
+                    dataclasses.replace(config, agent=dataclasses.replace(config.agent, construction_reference=ref)))
 
 
 def _wm_without_cf(ctx: "UnitContext") -> dict:
@@ -201,6 +215,7 @@ ROW_SPECS: dict[str, RowSpec] = {
     "expel": RowSpec(_expel),
     "cf_without_wm": RowSpec(_cf_without_wm),
     "wm_without_cf": RowSpec(_wm_without_cf),
+    "draft_check_labels": RowSpec(_draft_check_labels),
     "random_retrieval": RowSpec(_random_retrieval),
     "shuffled_retrieval": RowSpec(_shuffled_retrieval),
     "no_condition": RowSpec(_no_condition),

@@ -21,7 +21,7 @@ COUNTERMEM = dataclasses.replace(
     dqn=dataclasses.replace(DQNConfig(), total_decisions=300, hidden=(32, 16, 8), lr=3e-4),
     scripted=dataclasses.replace(ScriptedConfig(), seed=7, p_error=0.25),
     experiment=dataclasses.replace(CounterMemConfig().experiment, best_of_n=3, accumulation_checkpoints=(0, 5)),
-    seeds=(4, 5), split_seed=1, n_val=7, world_timeout_s=0.5,
+    seeds=(4, 5), split_seeds=(1, 3), selector_seeds=(7,), world_feedback="rich", n_val=7, world_timeout_s=0.5,
 )
 ANTIPERSIST = dataclasses.replace(
     APConfig(), iterations=4, seeds=(1,), B=2, max_eval_tasks=9,
@@ -33,7 +33,7 @@ ANTIPERSIST = dataclasses.replace(
 CASES = [
     CounterMemConfig(), COUNTERMEM,
     APConfig(), ANTIPERSIST,
-    ScriptedConfig(), dataclasses.replace(ScriptedConfig(), n_wrong_proposals=3, p_noise=0.0),
+    ScriptedConfig(), dataclasses.replace(ScriptedConfig(), p_propose_fix=0.3, p_noise=0.0),
     DQNConfig(), dataclasses.replace(DQNConfig(), seeds=(9,), eps_end=0.01),
     BanditConfig(), dataclasses.replace(BanditConfig(), epsilon=0.0, w_init=1),
     UpliftLossConfig(), dataclasses.replace(UpliftLossConfig(), tau_tr=2.0),
@@ -92,8 +92,8 @@ def test_wrong_type_nested(tmp_path: Path):
 def test_bool_is_not_int(tmp_path: Path):
     msg = _load_error(tmp_path, "[agent]\nmax_attempts = true\n")
     assert "config key 'agent.max_attempts': expected int, got bool true" in msg
-    msg = _load_error(tmp_path, "split_seed = 1.5\n")
-    assert "config key 'split_seed': expected int, got float 1.5" in msg
+    msg = _load_error(tmp_path, "split_seeds = [1.5]\n")
+    assert "config key 'split_seeds" in msg and "1.5" in msg
 
 
 def test_int_is_not_bool_and_list_elements_are_checked(tmp_path: Path):

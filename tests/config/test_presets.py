@@ -22,11 +22,12 @@ def test_countermem_quick_values():
     assert QUICK.accumulation == (0, 8, 16, 32) and QUICK.seeds == (0,)
     base = CounterMemConfig()
     cfg = quick(base)
-    assert cfg.seeds == (0,)
+    assert cfg.seeds == (0,) and cfg.split_seeds == (12345,)
     assert cfg.dqn.total_decisions == 200 and cfg.dqn.checkpoint_every == 100
     assert cfg.experiment.accumulation_checkpoints == (0, 8, 16, 32)
     # nothing else changes, and the input is untouched
-    assert dataclasses.replace(cfg, seeds=base.seeds, dqn=base.dqn, experiment=base.experiment) == base
+    assert dataclasses.replace(cfg, seeds=base.seeds, split_seeds=base.split_seeds, dqn=base.dqn,
+                               experiment=base.experiment) == base
     assert base == CounterMemConfig()
 
 

@@ -244,9 +244,23 @@ def test_unit_all_rows_then_report(suite, tmp_path):
     assert list(acc) == ["0", "4", "8"] and acc["0"]["records"] == 0
     assert acc["0"]["success"] == res["rows"]["none"]["success"]  # an empty store changes nothing
     assert (tmp_path / "u" / "store.json").exists()
+    # per-task paired outcomes of every row, in eval order, agreeing with the success figures
+    assert res["eval_ids"] == [t.task_id for t in sp.eval] and len(res["conditions_by_task"]) == len(sp.eval)
+    for name, m in res["rows"].items():
+        assert 100.0 * sum(res["outcomes"][name]) / len(sp.eval) == pytest.approx(m["success"]), name
+    assert {f"retention_{r}" for r in ("utility", "similarity", "recency", "random")} <= set(res["outcomes"])
     summary = aggregate([json.loads(json.dumps(res))])
+    for name in res["rows"]:
+        ci = summary["table"][name]["sql"]["ci"]
+        assert ci["lo"] <= summary["table"][name]["sql"]["success"] <= ci["hi"], name
+        if name != "none":
+            d = summary["table"][name]["sql"]["vs_none"]
+            assert d["mean"] == pytest.approx(res["rows"][name]["success"] - res["rows"]["none"]["success"])
+    assert summary["table"]["no_condition"]["sql"]["vs_cf_memory"] is not None  # ablations vs the full method
+    assert summary["retention"]["sql"]["utility"]["ci"] is not None
     text = format_report(summary, backbone="scripted")
-    for key in ("Table 1", "cf_memory", "transfer", "retention", "accumulation", "look-alike"):
+    for key in ("Table 1", "cf_memory", "transfer", "retention", "accumulation", "look-alike",
+                "95% interval", "Difference against none", "against the full method"):
         assert key in text
     figs = draw_figures({"summary": summary, "backbone": "scripted"}, tmp_path / "fig")
     assert {p.name for p in figs} == {"accumulation.png", "retention.png", "transfer.png", "ablations.png",
