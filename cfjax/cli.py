@@ -8,6 +8,7 @@ with status 2 and one line ``cfjax: <message>`` on stderr.
 
     cfjax countermem run --suite all --out runs/countermem    # the main job (scripted backbone, seeds 0 1 2)
     cfjax countermem run --suite sql --out runs/x --backbone openai   # a real LLM (CFJAX_LLM_BASE_URL, CFJAX_LLM_MODEL)
+    cfjax sweep --method countermem --out runs/sweep            # the pre-registered competence sweep
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ def _countermem_config(args: argparse.Namespace):
         cfg = quick(cfg)
     if getattr(args, "seeds", None) is not None:
         cfg = dataclasses.replace(cfg, seeds=tuple(args.seeds))
+    if getattr(args, "split_seeds", None) is not None:
+        cfg = dataclasses.replace(cfg, split_seeds=tuple(args.split_seeds))
+    if getattr(args, "selector_seeds", None) is not None:
+        cfg = dataclasses.replace(cfg, selector_seeds=tuple(args.selector_seeds))
     if getattr(args, "decisions", None) is not None:
         cfg = dataclasses.replace(cfg, dqn=dataclasses.replace(cfg.dqn, total_decisions=args.decisions))
     return cfg
@@ -107,6 +112,14 @@ def _antipersist_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from cfjax.experiments.sweep import DEFAULT_GRID, run_sweep
+
+    run_sweep(args.method, grid=args.grid or DEFAULT_GRID, out=args.out, quick=args.quick, workers=args.workers,
+              log=_log)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from cfjax.config import AP_QUICK, QUICK
 
@@ -123,15 +136,20 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server; "
                         "set CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL)")
-    r.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: 0 1 2)")
+    r.add_argument("--seeds", type=int, nargs="+", default=None, help="backbone seeds (default: 0 1 2)")
+    r.add_argument("--split-seeds", type=int, nargs="+", default=None,
+                   help="split seeds, one twin-free split each (default: 12345 1 2)")
+    r.add_argument("--selector-seeds", type=int, nargs="+", default=None,
+                   help="selector seeds, cycled over a suite's units (default: 0 1 2 3 4, Table 3)")
     r.add_argument("--config", default=None, help="a CounterMemConfig TOML file (see DIR/config.toml of a run)")
     r.add_argument("--decisions", type=int, default=None, help="selector training decisions (default 2000, Table 3)")
     r.add_argument("--max-tasks", type=int, default=None, help="cap every split (smoke tests)")
     r.add_argument("--quick", action="store_true",
-                   help=f"seed {' '.join(map(str, QUICK.seeds))}, {QUICK.max_tasks} tasks per split, "
+                   help=f"seed {' '.join(map(str, QUICK.seeds))}, split seed "
+                        f"{' '.join(map(str, QUICK.split_seeds))}, {QUICK.max_tasks} tasks per split, "
                         f"{QUICK.decisions} selector decisions")
     r.add_argument("--workers", type=int, default=None,
-                   help="worker processes over (suite, seed) units (default: min(2, CPUs))")
+                   help="worker processes over (suite, split, seed) units (default: min(2, CPUs))")
     r.add_argument("--threads", type=int, default=None,
                    help="threads per evaluation phase (default: 8 for openai, 1 for scripted)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -185,6 +203,15 @@ def build_parser() -> argparse.ArgumentParser:
                          f"{AP_QUICK.max_eval_tasks} held-out tasks, seed {' '.join(map(str, AP_QUICK.seeds))} "
                          "(smoke run)")
     ar.set_defaults(func=_antipersist_run)
+
+    sw = sub.add_parser("sweep", help="the pre-registered sensitivity sweep over the simulator's competence")
+    sw.add_argument("--method", choices=("countermem", "antipersist"), required=True)
+    sw.add_argument("--grid", default=None, help="grid TOML file (default: the pre-registered "
+                                                 "cfjax/experiments/sweep_grid.toml)")
+    sw.add_argument("--out", required=True, help="output directory (sweep.json, sweep.txt, sweep_<row>.png)")
+    sw.add_argument("--quick", action="store_true", help="the grid file's [<method>.quick] settings (minutes)")
+    sw.add_argument("--workers", type=int, default=None, help="worker processes (default: min(2, CPUs))")
+    sw.set_defaults(func=_sweep)
     return p
 
 

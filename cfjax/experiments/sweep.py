@@ -1,0 +1,341 @@
+"""``cfjax sweep``: a pre-registered sensitivity sweep over the scripted simulator's competence.
+
+Every figure cfjax prints with the scripted backbone depends on competence
+parameters nobody measured (:class:`~cfjax.config.scripted.ScriptedConfig`).
+The sweep reruns a method's rows over a grid of them and reports, at every
+grid point, each row's gain over the memory-free row with its paired
+task-bootstrap 95% interval (:mod:`cfjax.experiments.stats`), as a table
+and a heatmap, plus a verdict per row: at how many points the interval lies
+above zero, contains zero, or lies below it. That says where a paper's
+direction holds *in this simulator* and where it does not.
+
+The grid is a TOML file. The default one (``sweep_grid.toml`` beside this
+module) was committed before its first run and is not edited after results
+are seen (pre-registration)::
+
+    [countermem]
+    suites = ["sql", "pybugs", "sat"]
+    rows = ["none", "best_of_n", "expel", "cf_memory", "cf_without_wm", "wm_without_cf"]
+    reference = "none"
+    [countermem.base]                 # config overrides at every point (dotted keys)
+    seeds = [0]
+    split_seeds = [12345, 1]
+    [countermem.axes]                 # the grid: the cartesian product of these
+    "scripted.p_propose_fix" = [0.25, 0.5, 0.75]
+    "scripted.p_error" = [0.3, 0.5, 0.7]
+    [countermem.quick]                # --quick: overrides and a task cap
+    max_tasks = 12
+    ...
+
+Keys are dotted paths into the method's config (``scripted.p_error``,
+``dqn.total_decisions``, ``split_seeds``); a wrong key or type is refused
+with the key named (:func:`cfjax.config.from_dict`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cfjax.config import ConfigError, from_dict, to_dict
+from cfjax.experiments.common import finite
+from cfjax.experiments.stats import fmt_interval
+
+__all__ = ["DEFAULT_GRID", "SweepSpec", "load_grid", "override", "run_sweep", "format_sweep", "draw_sweep"]
+
+#: the pre-registered default grid (committed before its first run)
+DEFAULT_GRID = Path(__file__).with_name("sweep_grid.toml")
+METHODS = ("countermem", "antipersist")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """One method's section of a grid file."""
+
+    method: str
+    suites: tuple[str, ...]
+    rows: tuple[str, ...]
+    reference: str
+    base: dict
+    axes: dict[str, tuple]
+    max_tasks: int | None = None
+
+    def points(self) -> list[dict[str, Any]]:
+        """The cartesian product of the axes, first axis slowest."""
+        names = list(self.axes)
+        return [dict(zip(names, vals)) for vals in itertools.product(*(self.axes[n] for n in names))]
+
+
+def load_grid(path: str | Path, method: str, *, quick: bool = False) -> SweepSpec:
+    """Read ``method``'s section of a grid file (``--quick`` applies its ``quick`` table)."""
+    if method not in METHODS:
+        raise ConfigError(f"unknown sweep method {method!r} (choose from {', '.join(METHODS)})")
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"grid file {p} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"grid file {p} is not valid TOML: {e}") from None
+    if method not in data:
+        raise ConfigError(f"grid file {p} has no [{method}] section (has: {', '.join(data) or 'none'})")
+    sec = dict(data[method])
+    unknown = set(sec) - {"suites", "rows", "reference", "base", "axes", "quick"}
+    if unknown:
+        raise ConfigError(f"grid file {p}: unknown key(s) in [{method}]: {sorted(unknown)}")
+    axes = sec.get("axes") or {}
+    if not axes or any(not isinstance(v, list) or not v for v in axes.values()):
+        raise ConfigError(f"grid file {p}: [{method}.axes] must map each parameter to a non-empty list")
+    base = dict(sec.get("base") or {})
+    max_tasks = None
+    if quick:
+        q = dict(sec.get("quick") or {})
+        max_tasks = q.pop("max_tasks", None)
+        axes = {**axes, **{k: v for k, v in q.pop("axes", {}).items()}}
+        base.update(q)
+    rows = tuple(sec.get("rows") or ())
+    reference = sec.get("reference", "none" if method == "countermem" else "no_memory")
+    if rows and reference not in rows:
+        raise ConfigError(f"grid file {p}: the reference row {reference!r} must be among rows {list(rows)}")
+    return SweepSpec(method, tuple(sec.get("suites") or ("all",)), rows, reference, base,
+                     {k: tuple(v) for k, v in axes.items()}, max_tasks)
+
+
+def override(cfg: Any, changes: dict[str, Any]) -> Any:
+    """``cfg`` with dotted-key ``changes`` applied, validated like a TOML config (a wrong key or type
+    raises :class:`~cfjax.config.ConfigError` naming it)."""
+    d = to_dict(cfg)
+    for key, value in changes.items():
+        node = d
+        parts = key.split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                raise ConfigError(f"sweep key {key!r}: {part!r} is not a section of {type(cfg).__name__}")
+            node = node[part]
+        if parts[-1] not in node:
+            raise ConfigError(f"sweep key {key!r}: no such field in {type(cfg).__name__}")
+        node[parts[-1]] = value
+    return from_dict(type(cfg), d)
+
+
+def _point_label(point: dict) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in point.items())
+
+
+# --------------------------------------------------------------------------- runners
+
+
+def _run_countermem(spec: SweepSpec, points: list[dict], out: Path, workers: int | None,
+                    log: Callable[[str], None]) -> list[dict]:
+    """Every (point, suite, split, seed) unit on one process pool; one summary per point."""
+    import os
+
+    from cfjax.config import CounterMemConfig
+    from cfjax.domains import build_suite
+    from cfjax.experiments.countermem import BackboneSpec, expand_rows, make_jobs, resolve_suites, run_jobs
+    from cfjax.experiments.report import aggregate, collect_outcomes
+
+    names = resolve_suites(list(spec.suites) if spec.suites != ("all",) else "all")
+    rows = expand_rows(spec.rows or ["all"])
+    roots = {n: out / "suites" / n for n in names}
+    for n, r in roots.items():
+        build_suite(n, r)
+    cfgs = [override(override(CounterMemConfig(), spec.base), p) for p in points]
+    jobs, owner = [], []
+    for i, cfg in enumerate(cfgs):
+        js = make_jobs(cfg, roots, rows=rows, backbone=BackboneSpec("scripted"), max_tasks=spec.max_tasks)
+        jobs += js
+        owner += [i] * len(js)
+    workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    log(f"cfjax sweep countermem: {len(points)} points × {len(jobs) // len(points)} units = {len(jobs)} units, "
+        f"rows {list(rows)}, workers {workers}")
+    units = run_jobs(jobs, workers=workers)
+    results = []
+    for i, (p, cfg) in enumerate(zip(points, cfgs)):
+        us = [u for u, o in zip(units, owner) if o == i]
+        outcomes = collect_outcomes(us)
+        summary = aggregate(us, outcomes)
+        results.append({"point": p, "summary": summary, "outcomes": outcomes, "config": to_dict(cfg)})
+    return results
+
+
+def _run_antipersist(spec: SweepSpec, points: list[dict], out: Path, workers: int | None,
+                     log: Callable[[str], None]) -> list[dict]:
+    """One Anti-Persistence run per point (each parallel over its own jobs)."""
+    from cfjax.config import APConfig
+    from cfjax.experiments.antipersist import run_main
+    from cfjax.experiments.countermem import resolve_suites
+    from cfjax.experiments.report import _clusters, _ci
+
+    names = resolve_suites(list(spec.suites) if spec.suites != ("all",) else "all")
+    results = []
+    for i, p in enumerate(points):
+        cfg = override(override(APConfig(), spec.base), p)
+        if spec.max_tasks:
+            cfg = dataclasses.replace(cfg, max_eval_tasks=spec.max_tasks)
+        log(f"cfjax sweep antipersist: point {i + 1}/{len(points)} ({_point_label(p)})")
+        payload = run_main(cfg, suites=names, rows=list(spec.rows) or None, out=out / f"point_{i:02d}",
+                           workers=workers, quick=False, log=lambda s: None)
+        outcomes = payload["outcomes"]
+        rows = list(spec.rows) or sorted({r for s in outcomes.values() for b in s.values() for r in b["rows"]})
+        table: dict = {}
+        table_mean: dict = {}
+        for r in rows:
+            table[r] = {s: {"ci": _ci(_clusters(outcomes, [s]), r),
+                            f"vs_{spec.reference}": _ci(_clusters(outcomes, [s]), r, spec.reference)}
+                        for s in names}
+            table_mean[r] = {"ci": _ci(_clusters(outcomes, names), r),
+                             f"vs_{spec.reference}": _ci(_clusters(outcomes, names), r, spec.reference)}
+        results.append({"point": p, "summary": {"suites": names, "rows": rows, "table": table,
+                                                 "table_mean": table_mean},
+                        "outcomes": outcomes, "config": to_dict(cfg)})
+    return results
+
+
+def run_sweep(method: str, *, grid: str | Path = DEFAULT_GRID, out: str | Path, quick: bool = False,
+              workers: int | None = None, log: Callable[[str], None] = print) -> dict:
+    """``cfjax sweep``: run ``method``'s grid, write ``sweep.json``, ``sweep.txt`` and the heatmaps."""
+    from cfjax.infra.io import atomic_write_text
+
+    spec = load_grid(grid, method, quick=quick)
+    points = spec.points()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    run = _run_countermem if method == "countermem" else _run_antipersist
+    results = run(spec, points, out, workers, log)
+    payload = {"method": method, "grid": str(grid), "grid_text": Path(grid).read_text(), "quick": quick,
+               "axes": {k: list(v) for k, v in spec.axes.items()}, "reference": spec.reference,
+               "backbone": "scripted backbone (seeded simulator, not an LLM)",
+               "seconds": round(time.perf_counter() - t0, 1), "points": results}
+    payload["verdicts"] = verdicts(payload)
+    atomic_write_text(out / "sweep.json", json.dumps(finite(payload), indent=1) + "\n")
+    text = format_sweep(payload)
+    atomic_write_text(out / "sweep.txt", text + "\n")
+    log(text)
+    for path in draw_sweep(payload, out):
+        log(f"wrote {path}")
+    log(f"wrote {out / 'sweep.json'}, {out / 'sweep.txt'} ({payload['seconds']:.0f}s)")
+    return payload
+
+
+# --------------------------------------------------------------------------- verdicts and output
+
+
+def _gain(point: dict, row: str, ref: str, suite: str | None = None) -> dict | None:
+    S = point["summary"]
+    m = S["table_mean"].get(row, {}) if suite is None else S["table"].get(row, {}).get(suite, {})
+    return m.get(f"vs_{ref}")
+
+
+def verdicts(payload: dict) -> dict:
+    """Per row (and suite, and ``mean``): at how many grid points the gain's interval lies above 0,
+    contains 0, or lies below it."""
+    ref = payload["reference"]
+    pts = payload["points"]
+    if not pts:
+        return {}
+    S0 = pts[0]["summary"]
+    out: dict = {}
+    for r in S0["rows"]:
+        if r == ref:
+            continue
+        out[r] = {}
+        for s in list(S0["suites"]) + ["mean"]:
+            c = {"above": 0, "contains": 0, "below": 0}
+            for p in pts:
+                iv = _gain(p, r, ref, None if s == "mean" else s)
+                if iv is None:
+                    continue
+                c["above" if iv["lo"] > 0 else "below" if iv["hi"] < 0 else "contains"] += 1
+            out[r][s] = c
+    return out
+
+
+def format_sweep(payload: dict) -> str:
+    ref = payload["reference"]
+    pts = payload["points"]
+    S0 = pts[0]["summary"]
+    suites = list(S0["suites"])
+    rows = [r for r in S0["rows"] if r != ref]
+    lines = [f"cfjax sweep — {payload['method']} — {payload['backbone']}",
+             f"gain over {ref} (pp) with paired task-bootstrap 95% intervals; grid {payload['axes']}"
+             + (" (quick)" if payload["quick"] else ""), ""]
+    w = 22
+    for r in rows:
+        lines.append(f"{r} − {ref}")
+        lines.append(f"  {'point':<34}" + "".join(f"{s:>{w}}" for s in suites + ["mean"]))
+        for p in pts:
+            cells = [fmt_interval(_gain(p, r, ref, s), signed=True) for s in suites]
+            cells.append(fmt_interval(_gain(p, r, ref), signed=True))
+            lines.append(f"  {_point_label(p['point']):<34}" + "".join(f"{c:>{w}}" for c in cells))
+        lines.append("")
+    lines.append("Verdict — grid points where the interval lies above 0 / contains 0 / lies below 0:")
+    for r, per in payload["verdicts"].items():
+        lines.append(f"  {r:<20}" + "  ".join(
+            f"{s}: {c['above']}/{c['contains']}/{c['below']}" for s, c in per.items()))
+    return "\n".join(lines)
+
+
+def draw_sweep(payload: dict, out: str | Path) -> list[Path]:
+    """``sweep_<row>.png``: the mean gain over the reference per grid point (first two axes), each
+    cell annotated with its interval; hatched where the interval contains 0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes = list(payload["axes"])
+    if not axes:
+        return []
+    ref = payload["reference"]
+    xs = payload["axes"][axes[0]]
+    ys = payload["axes"][axes[1]] if len(axes) > 1 else [None]
+    written = []
+    rows = [r for r in payload["points"][0]["summary"]["rows"] if r != ref]
+    for r in rows:
+        grid = np.full((len(ys), len(xs)), np.nan)
+        notes: dict = {}
+        for p in payload["points"]:
+            pt = p["point"]
+            if any(pt[a] != payload["axes"][a][0] for a in axes[2:]):  # further axes: their first value
+                continue
+            i = ys.index(pt[axes[1]]) if len(axes) > 1 else 0
+            j = xs.index(pt[axes[0]])
+            iv = _gain(p, r, ref)
+            if iv is not None and np.isnan(grid[i, j]):
+                grid[i, j] = iv["mean"]
+                notes[(i, j)] = iv
+        fig, ax = plt.subplots(figsize=(1.9 * len(xs) + 2, 1.3 * len(ys) + 1.6))
+        lim = max(1.0, float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0)
+        im = ax.imshow(grid, cmap="RdBu", vmin=-lim, vmax=lim, origin="lower", aspect="auto")
+        for (i, j), iv in notes.items():
+            ax.text(j, i, f"{iv['mean']:+.1f}\n[{iv['lo']:+.1f}, {iv['hi']:+.1f}]", ha="center", va="center",
+                    fontsize=8, color="k" if iv["lo"] <= 0 <= iv["hi"] else "w")
+            if iv["lo"] <= 0 <= iv["hi"]:
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", lw=0))
+        ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+        ax.set_xlabel(axes[0])
+        if len(axes) > 1:
+            ax.set_yticks(range(len(ys)), [str(y) for y in ys])
+            ax.set_ylabel(axes[1])
+        else:
+            ax.set_yticks([])
+        fig.colorbar(im, ax=ax, label=f"{r} − {ref} (pp, mean over suites)")
+        ax.set_title(f"{payload['method']}: {r} − {ref}, 95% intervals (hatched: contains 0)\n"
+                     f"{payload['backbone']}", fontsize=8)
+        fig.tight_layout()
+        p = Path(out) / f"sweep_{r}.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        written.append(p)
+    return written
