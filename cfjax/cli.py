@@ -77,7 +77,7 @@ def _countermem_train_selectors(args: argparse.Namespace) -> int:
     from cfjax.experiments.selectors import train_selectors_main
 
     train_selectors_main(args.table, seeds=args.seeds, grid=args.grid or [], decisions=args.decisions, out=args.out,
-                         log=_log)
+                         n_boot=args.n_boot, log=_log)
     return 0
 
 
@@ -176,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="hyperparameter grid, e.g. lr=1e-3,3e-4 gamma=0.9,0.95 (cartesian product)")
     ts.add_argument("--decisions", type=int, default=None, help="training decisions (default 2000, Table 3)")
     ts.add_argument("--out", default=None, help="results JSON (default TABLE/selectors.json)")
+    ts.add_argument("--n-boot", type=int, default=2000,
+                    help="bootstrap resamples for the 95%% intervals against skip / top-1 / oracle (default 2000)")
     ts.set_defaults(func=_countermem_train_selectors)
 
     ap = sub.add_parser("antipersist", help="Anti-Persistence: on-demand guidance from trajectories")

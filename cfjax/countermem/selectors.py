@@ -4,6 +4,14 @@ sharded across devices, checkpointed in chunks and resumable bit-exactly.
 The compute is :func:`cfjax.kernels.trainer.make_train`; this module only
 arranges the batch axes, devices and files.
 
+Every learned selector is also scored per held-out root (its kept checkpoint
+and its final parameters), next to three fixed policies on the very same roots
+(:func:`fixed_policy_outcomes`): *skip only*, *always top-1* (the first
+eligible record when there is one, else skip) and the *per-root oracle* (the
+best return achievable from each root in hindsight — an upper bound, not a
+policy). :func:`compare_with_fixed_policies` turns these into paired
+task-bootstrap 95% intervals (:mod:`cfjax.experiments.stats`).
+
 >>> table, meta = load_table("runs/table")
 >>> res = train_selectors(table, DQNConfig(), seeds=range(5), grid=parse_grid(["lr=1e-3,3e-4"]))
 >>> res.val_return.shape        # [grid points, seeds]
@@ -11,6 +19,7 @@ arranges the batch axes, devices and files.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,10 +34,13 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from cfjax.config import to_dict
 from cfjax.infra.io import atomic_write_json, read_json
 from cfjax.kernels import dqn
+from cfjax.kernels._base import masked_argmax
 from cfjax.kernels.trainer import DecisionTable, TrainerState, as_jax, make_train, table_hash
 
 __all__ = ["parse_seeds", "parse_grid", "grid_hparams", "SelectorsResult", "train_selectors",
-           "save_trainer", "load_trainer", "CheckpointMismatchError", "train_resumable"]
+           "save_trainer", "load_trainer", "CheckpointMismatchError", "train_resumable",
+           "FIXED_POLICIES", "table_rewards", "rollout", "skip_actions", "top1_actions", "oracle_actions",
+           "greedy_actions", "fixed_policy_outcomes", "compare_with_fixed_policies", "verdict"]
 
 _GRID_FIELDS = set(dqn.DQNHParams._fields)
 
@@ -102,6 +114,12 @@ class SelectorsResult:
     val_curve: np.ndarray  # [G, S, n_checkpoints]
     state: TrainerState  # the full batched state (for saving / inspection)
     devices: int
+    final_eval_return: np.ndarray | None = None  # [G, S] held-out greedy return of the final parameters
+    final_eval_solved: np.ndarray | None = None  # [G, S] held-out solved rate of the final parameters
+    eval_root_return: np.ndarray | None = None  # [G, S, N_eval] per held-out root, kept checkpoint
+    eval_root_solved: np.ndarray | None = None  # [G, S, N_eval] per held-out root, kept checkpoint
+    final_root_return: np.ndarray | None = None  # [G, S, N_eval] per held-out root, final parameters
+    final_root_solved: np.ndarray | None = None  # [G, S, N_eval] per held-out root, final parameters
 
 
 def _keys(seeds: Sequence[int]) -> jnp.ndarray:
@@ -145,12 +163,128 @@ def train_selectors(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
         state = jax.tree.map(lambda x: x[:, : len(seeds)], state)
     ev = jax.jit(jax.vmap(jax.vmap(trainer.evaluate, in_axes=(0, None, None, None)), in_axes=(0, 0, None, None)))
     ret, solved = ev(state.best_params, hp, table, table.eval_roots)
+    fret, fsolved = ev(state.learner.params, hp, table, table.eval_roots)
+    # per held-out root (for paired intervals): the greedy action of every row, then the same walk
+    acts = greedy_actions(config, state.best_params, table)
+    facts = greedy_actions(config, state.learner.params, table)
+    shape = (len(grid), len(seeds), int(table.eval_roots.shape[0]))
+    rr, rs, fr, fs = (np.zeros(shape, np.float32), np.zeros(shape, bool), np.zeros(shape, np.float32),
+                      np.zeros(shape, bool))
+    for g in range(len(grid)):
+        rew = table_rewards(table, jax.tree.map(lambda x: x[g], hp), config.tau0)
+        for s in range(len(seeds)):
+            rr[g, s], rs[g, s] = rollout(table, acts[g, s], table.eval_roots, rew, max_depth)
+            fr[g, s], fs[g, s] = rollout(table, facts[g, s], table.eval_roots, rew, max_depth)
     return SelectorsResult(
         seeds=seeds, grid=grid,
         val_return=np.asarray(state.best_return), best_decision=np.asarray(state.best_decision),
         eval_return=np.asarray(ret), eval_solved=np.asarray(solved),
         val_curve=np.asarray(state.val_returns), state=state, devices=n_dev,
+        final_eval_return=np.asarray(fret), final_eval_solved=np.asarray(fsolved),
+        eval_root_return=rr, eval_root_solved=rs, final_root_return=fr, final_root_solved=fs,
     )
+
+
+# --------------------------------------------------------------------------- fixed policies, per-root outcomes
+
+#: The fixed policies every learned selector is reported next to (names used in results files).
+FIXED_POLICIES = ("skip", "top1", "oracle")
+_FIXED_LABELS = {"skip": "skip only", "top1": "always top-1", "oracle": "per-root oracle"}
+
+
+def table_rewards(table: DecisionTable, hp: dqn.DQNHParams, tau0: float) -> np.ndarray:
+    """The Eq. 10 reward of every ``(row, choice)``: ``f32[R, A]`` (the trainer's own :func:`dqn.reward`)."""
+    return np.asarray(dqn.reward(jnp.asarray(table.solved), jnp.asarray(table.calls), jnp.asarray(table.failed),
+                                 jnp.asarray(table.tokens), hp, tau0), np.float32)
+
+
+def rollout(table: DecisionTable, actions, roots, rewards: np.ndarray, max_depth: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Walk every root with a fixed action per row: per-root ``(undiscounted return f32[N], solved bool[N])``.
+
+    ``actions`` is ``i[R]`` (one choice per row) or ``i[max_depth, R]`` (a choice per row and depth, for the
+    oracle). The walk is :func:`cfjax.kernels.trainer.evaluate_policy`'s: at most ``max_depth`` decisions,
+    following ``next`` until ``-1``. Raises if an action is not valid at a row it is taken in.
+    """
+    mask, solved, nxt = (np.asarray(x) for x in (table.mask, table.solved, table.next))
+    acts = np.asarray(actions)
+    if acts.ndim == 1:
+        acts = np.broadcast_to(acts, (max_depth, acts.shape[0]))
+    row = np.asarray(roots, np.int64).copy()
+    active = row >= 0
+    ret = np.zeros(row.shape, np.float32)
+    ok = np.zeros(row.shape, bool)
+    for d in range(max_depth):
+        r = np.maximum(row, 0)
+        a = acts[d, r]
+        if not mask[r, a][active].all():
+            raise ValueError("a fixed policy took an invalid choice")
+        ret = ret + np.where(active, rewards[r, a], np.float32(0.0))
+        ok |= active & solved[r, a]
+        row = np.where(active, nxt[r, a], -1)
+        active &= row >= 0
+    return ret, ok
+
+
+def skip_actions(table: DecisionTable) -> np.ndarray:
+    """Skip only: execute the draft at every decision (``i[R]`` zeros)."""
+    return np.zeros(np.shape(table.mask)[0], np.int32)
+
+
+def top1_actions(table: DecisionTable) -> np.ndarray:
+    """Always top-1: the first (best-ranked) eligible record when there is one, else skip.
+
+    Retrieval fills the slots in rank order, so this is slot 1 whenever any record is offered (the
+    construction policy :func:`cfjax.countermem.agent.top1_policy`); the lowest valid record slot in general.
+    """
+    rec = np.asarray(table.mask)[:, 1:]
+    return np.where(rec.any(axis=1), 1 + np.argmax(rec, axis=1), 0).astype(np.int32)
+
+
+def oracle_actions(table: DecisionTable, rewards: np.ndarray, max_depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The per-root oracle by backward induction over the table: ``(actions i[max_depth, R], value f32[R])``.
+
+    ``value[r]`` is the best undiscounted return reachable from row ``r`` in ``max_depth`` decisions (knowing
+    every counterfactual outcome: an upper bound on any policy, not a policy); ``actions[d, r]`` attains it
+    at depth ``d`` (ties to the lowest choice, i.e. skip first).
+    """
+    mask, nxt = np.asarray(table.mask), np.asarray(table.next)
+    value = np.zeros(mask.shape[0], np.float32)  # best return with 0 decisions left
+    acts = np.zeros((max_depth, mask.shape[0]), np.int32)
+    for left in range(1, max_depth + 1):
+        cont = np.where(nxt >= 0, value[np.maximum(nxt, 0)], np.float32(0.0))
+        q = np.where(mask, rewards + cont, -np.inf)
+        acts[max_depth - left] = np.argmax(q, axis=1)
+        value = np.max(q, axis=1).astype(np.float32)
+    return acts, value
+
+
+def greedy_actions(config: dqn.DQNConfig, params, table: DecisionTable) -> np.ndarray:
+    """``argmax_{valid j} Q_θ(z_r, j)`` for every row ``r`` and every leading batch axis of ``params``
+    (``[G, S]`` for a :class:`SelectorsResult`): ``i[..., R]``."""
+    batch = params["Dense_0"]["kernel"].ndim - 2  # an unbatched kernel is [in, out]
+    return np.asarray(_greedy_fn(config, batch)(params, jnp.asarray(table.obs), jnp.asarray(table.mask)))
+
+
+@functools.lru_cache(maxsize=16)
+def _greedy_fn(config: dqn.DQNConfig, batch: int):
+    sel = dqn.make_dqn(config)
+    fn = lambda p, obs, mask: masked_argmax(sel.q_values(p, obs), mask)  # noqa: E731
+    for _ in range(batch):
+        fn = jax.vmap(fn, in_axes=(0, None, None))
+    return jax.jit(fn)
+
+
+def fixed_policy_outcomes(table: DecisionTable, hp: dqn.DQNHParams, *, tau0: float, max_depth: int,
+                          roots=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per-root ``(return, solved)`` of skip only, always top-1 and the per-root oracle on ``roots``
+    (default: the held-out eval roots) under the reward weights of one hyperparameter point ``hp``."""
+    roots = np.asarray(table.eval_roots if roots is None else roots)
+    rew = table_rewards(table, hp, tau0)
+    o_acts, _ = oracle_actions(table, rew, max_depth)
+    return {"skip": rollout(table, skip_actions(table), roots, rew, max_depth),
+            "top1": rollout(table, top1_actions(table), roots, rew, max_depth),
+            "oracle": rollout(table, o_acts, roots, rew, max_depth)}
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -234,3 +368,89 @@ def train_resumable(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
             break
     return state
 
+
+
+def _by_task(x: np.ndarray, samples: int) -> np.ndarray:
+    """Per-root values ``[..., N]`` (roots of one task adjacent, as :func:`build_table` orders them) →
+    ``[rows, tasks]`` with the samples (and any leading axes) as rows: the :class:`Cluster` layout."""
+    x = np.asarray(x, float)
+    n = x.shape[-1]
+    if samples < 1 or n % samples:
+        raise ValueError(f"{n} held-out roots are not a whole number of tasks × {samples} samples")
+    x = x.reshape(*x.shape[:-1], n // samples, samples)
+    return np.moveaxis(x, -1, -2).reshape(-1, n // samples)
+
+
+def _return_interval(iv) -> dict:
+    """:mod:`cfjax.experiments.stats` works in percentage points (×100); returns are reported in return units."""
+    d = iv.as_dict()
+    return {**d, "mean": d["mean"] / 100.0, "lo": d["lo"] / 100.0, "hi": d["hi"] / 100.0}
+
+
+def compare_with_fixed_policies(table: DecisionTable, res: SelectorsResult, config: dqn.DQNConfig, *,
+                                max_depth: int, samples: int = 1, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Every learned selector next to skip only, always top-1 and the per-root oracle, on the same held-out roots.
+
+    For each grid point (fixed policies re-scored under its reward weights): each fixed policy's return and
+    solved rate, and for each seed and the mean over seeds, for the kept checkpoint (``best``) and the final
+    parameters (``final``): the return and solved rate and the paired differences learned − top-1 (and
+    learned − skip). Intervals are paired task-bootstrap 95% percentile intervals
+    (:func:`cfjax.experiments.stats.bootstrap` / :func:`~cfjax.experiments.stats.paired_difference`, the same
+    ``seed`` and so the same resampled tasks for every figure): the ``samples`` roots of one task (its draft
+    samples) form one resampled unit, seeds stay inside it. Returns are in Eq. 10 return units, solved rates
+    and their differences in percent / percentage points. JSON-ready.
+    """
+    from cfjax.experiments.stats import Cluster, bootstrap, paired_difference
+
+    if res.eval_root_return is None:
+        raise ValueError("the result carries no per-root held-out outcomes (train with train_selectors)")
+    hp = grid_hparams(config, res.grid)
+    kw = dict(n_boot=n_boot, seed=seed)
+    n_roots = int(np.shape(table.eval_roots)[0])
+    out = {"n_roots": n_roots, "samples_per_task": samples, "n_tasks": n_roots // max(samples, 1),
+           "n_boot": n_boot, "level": 0.95, "bootstrap_seed": seed,
+           "units": {"return": "Eq. 10 return per episode", "solved": "percent of held-out episodes"},
+           "interval": "paired task-bootstrap percentile interval (cfjax.experiments.stats)",
+           "points": []}
+    for g, point in enumerate(res.grid):
+        fixed = fixed_policy_outcomes(table, jax.tree.map(lambda x: x[g], hp), tau0=config.tau0,
+                                      max_depth=max_depth)
+        rows_r = {k: _by_task(v[0], samples) for k, v in fixed.items()}
+        rows_s = {k: _by_task(v[1], samples) for k, v in fixed.items()}
+        learned: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for which, (rr, rs) in (("best", (res.eval_root_return, res.eval_root_solved)),
+                                ("final", (res.final_root_return, res.final_root_solved))):
+            for si, sd in enumerate(res.seeds):
+                learned[f"{which}:{sd}"] = (rr[g, si], rs[g, si])
+            learned[f"{which}:mean"] = (rr[g], rs[g])  # [S, N]: seeds inside each task
+        for k, (r, sv) in learned.items():
+            rows_r[k], rows_s[k] = _by_task(r, samples), _by_task(sv, samples)
+        cr, cs = [Cluster(rows_r)], [Cluster(rows_s)]
+
+        def fig(row: str) -> dict:
+            return {"return": _return_interval(bootstrap(cr, row, **kw)),
+                    "solved": bootstrap(cs, row, **kw).as_dict()}
+
+        def diff(row: str, ref: str) -> dict:
+            return {"return": _return_interval(paired_difference(cr, row, ref, **kw)),
+                    "solved": paired_difference(cs, row, ref, **kw).as_dict()}
+
+        block = {"grid": point, "fixed": {k: fig(k) for k in FIXED_POLICIES}, "selectors": []}
+        for which in ("best", "final"):
+            for sd in [*res.seeds, "mean"]:
+                k = f"{which}:{sd}"
+                block["selectors"].append({"seed": sd, "params": which, **fig(k),
+                                           "minus_top1": diff(k, "top1"), "minus_skip": diff(k, "skip"),
+                                           "oracle_minus": diff("oracle", k)})
+        out["points"].append(block)
+    return out
+
+
+def verdict(minus_top1: dict) -> str:
+    """Plain words for a learned − top-1 return interval: beats / does not beat / is worse than top-1."""
+    lo, hi = minus_top1["lo"], minus_top1["hi"]
+    if lo > 0:
+        return "beats top-1"
+    if hi < 0:
+        return "worse than top-1"
+    return "not distinguishable from top-1 (interval contains 0)"

@@ -59,15 +59,21 @@ def table_main(cfg: CounterMemConfig, *, suite: str, out: str | Path, seed: int 
 
 def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequence[str] = (),
                          decisions: int | None = None, cfg: dqn.DQNConfig | None = None,
-                         out: str | Path | None = None, log: Callable[[str], None] = print) -> dict:
+                         out: str | Path | None = None, n_boot: int = 2000, log: Callable[[str], None] = print
+                         ) -> dict:
     """``cfjax countermem train-selectors``: a grid × seeds of selectors trained at once on a table.
 
     ``seeds`` like ``0-4`` or ``0,3,7``; ``grid`` like ``["lr=1e-3,3e-4", "gamma=0.9,0.95"]``
-    (cartesian product). Writes and returns the JSON (default ``TABLE/selectors.json``).
+    (cartesian product). Every selector (kept checkpoint and final parameters) is reported next to
+    skip only, always top-1 and the per-root oracle on the same held-out roots, with paired
+    task-bootstrap 95% intervals (``n_boot`` resamples) and the difference learned − top-1
+    (:func:`cfjax.countermem.selectors.compare_with_fixed_policies`).
+    Writes and returns the JSON (default ``TABLE/selectors.json``).
     """
     import json
 
-    from cfjax.countermem.selectors import parse_grid, parse_seeds, train_selectors
+    from cfjax.countermem.selectors import (compare_with_fixed_policies, parse_grid, parse_seeds,
+                                            train_selectors)
     from cfjax.countermem.table import load_table
     from cfjax.infra.io import atomic_write_text
 
@@ -83,22 +89,68 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
     n = len(points) * len(seed_list)
     log(f"trained {n} selectors ({len(points)} grid point(s) × {len(seed_list)} seed(s), {cfg.total_decisions} "
         f"decisions each) on table {meta.hash[:12]}… ({meta.backbone}) in {secs:.1f}s on {res.devices} device(s)")
-    log(f"{'grid point':<28}{'seed':>6}{'val return':>12}{'best@':>7}{'held-out return':>17}{'held-out solved':>17}")
-    for g, point in enumerate(points):
-        name = ",".join(f"{k}={v:g}" for k, v in point.items()) or "(Table 3 defaults)"
+    log(f"{'grid point':<28}{'seed':>6}{'val return':>12}{'best@':>7}{'held-out return':>17}{'held-out solved':>17}"
+        f"{'final return':>14}{'final solved':>14}")
+    names = [",".join(f"{k}={v:g}" for k, v in point.items()) or "(Table 3 defaults)" for point in points]
+    for g, name in enumerate(names):
         for s, seed in enumerate(seed_list):
             log(f"{name:<28}{seed:>6}{res.val_return[g, s]:>12.4f}{int(res.best_decision[g, s]):>7}"
-                f"{res.eval_return[g, s]:>17.4f}{100 * res.eval_solved[g, s]:>16.1f}%")
+                f"{res.eval_return[g, s]:>17.4f}{100 * res.eval_solved[g, s]:>16.1f}%"
+                f"{res.final_eval_return[g, s]:>14.4f}{100 * res.final_eval_solved[g, s]:>13.1f}%")
         log(f"{name:<28}{'mean':>6}{res.val_return[g].mean():>12.4f}{'':>7}{res.eval_return[g].mean():>17.4f}"
-            f"{100 * res.eval_solved[g].mean():>16.1f}%")
+            f"{100 * res.eval_solved[g].mean():>16.1f}%{res.final_eval_return[g].mean():>14.4f}"
+            f"{100 * res.final_eval_solved[g].mean():>13.1f}%")
+    comparison = compare_with_fixed_policies(tab, res, cfg, max_depth=meta.max_depth, samples=meta.samples,
+                                             n_boot=n_boot)
+    for line in comparison_lines(comparison, names):
+        log(line)
     dest = Path(out) if out else Path(table) / "selectors.json"
     payload = {
         "table_hash": meta.hash, "backbone": meta.backbone, "seeds": list(seed_list), "grid": points,
         "decisions": cfg.total_decisions, "seconds": secs,
         "val_return": res.val_return.tolist(), "best_decision": res.best_decision.tolist(),
         "eval_return": res.eval_return.tolist(), "eval_solved": res.eval_solved.tolist(),
+        "final_eval_return": res.final_eval_return.tolist(), "final_eval_solved": res.final_eval_solved.tolist(),
         "val_curve": np.where(np.isnan(res.val_curve), None, res.val_curve).tolist(),
+        "comparison": comparison,
     }
     atomic_write_text(dest, json.dumps(payload, indent=1))
     log(f"wrote {dest}")
     return payload
+
+
+def _fmt_return(d: dict, signed: bool = False) -> str:
+    f = "+.3f" if signed else ".3f"
+    return f"{d['mean']:{f}} [{d['lo']:{f}}, {d['hi']:{f}}]"
+
+
+def comparison_lines(comparison: dict, names: Sequence[str]) -> list[str]:
+    """The printed held-out comparison: fixed policies and every learned selector, with intervals."""
+    from cfjax.countermem.selectors import _FIXED_LABELS, verdict
+    from cfjax.experiments.stats import fmt_interval
+
+    c = comparison
+    lines = [f"held-out comparison on the same {c['n_roots']} roots ({c['n_tasks']} tasks × "
+             f"{c['samples_per_task']} samples); 95% paired task-bootstrap intervals ({c['n_boot']} resamples); "
+             f"return in Eq. 10 units, solved in %, differences in return units / pp",
+             f"{'grid point':<28}{'policy':<22}{'return':>24}{'solved %':>22}{'return − top-1':>27}"
+             f"{'solved − top-1 (pp)':>24}{'return − skip':>27}"]
+    for name, block in zip(names, c["points"]):
+        for k, d in block["fixed"].items():
+            note = "   (hindsight upper bound)" if k == "oracle" else ""
+            lines.append(f"{name:<28}{_FIXED_LABELS[k]:<22}{_fmt_return(d['return']):>24}"
+                         f"{fmt_interval(d['solved']):>22}{'':>27}{'':>24}{note}")
+        for sel in block["selectors"]:
+            label = f"DQN {'best ckpt' if sel['params'] == 'best' else 'final'} " \
+                    f"{'seed ' + str(sel['seed']) if sel['seed'] != 'mean' else 'mean'}"
+            lines.append(f"{name:<28}{label:<22}{_fmt_return(sel['return']):>24}"
+                         f"{fmt_interval(sel['solved']):>22}{_fmt_return(sel['minus_top1']['return'], True):>27}"
+                         f"{fmt_interval(sel['minus_top1']['solved'], signed=True):>24}"
+                         f"{_fmt_return(sel['minus_skip']['return'], True):>27}")
+        for sel in block["selectors"]:
+            if sel["seed"] == "mean":
+                lines.append(f"{name:<28}DQN {sel['params']} (mean over seeds) − top-1: "
+                             f"{_fmt_return(sel['minus_top1']['return'], True)} → {verdict(sel['minus_top1']['return'])}"
+                             f"; − skip: {_fmt_return(sel['minus_skip']['return'], True)}"
+                             f"; oracle − DQN: {_fmt_return(sel['oracle_minus']['return'], True)}")
+    return lines

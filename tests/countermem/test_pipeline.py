@@ -107,7 +107,8 @@ def test_episode_return_is_eq10(built, small, cfg):
 @pytest.mark.slow
 def test_cli_main_job_writes_results(tmp_path, capsys):
     out = tmp_path / "run"
-    rc = main(["countermem", "run", "--suite", "sql", "--out", str(out), "--seeds", "0", "--decisions", "100",
+    rc = main(["countermem", "run", "--suite", "sql", "--out", str(out), "--seeds", "0", "--split-seeds", "12345",
+               "--decisions", "100",
                "--max-tasks", "16", "--rows", "none", "cf_memory", "--no-progress", "--workers", "1"])
     assert rc == 0
     printed = capsys.readouterr().out
@@ -121,9 +122,12 @@ def test_cli_main_job_writes_results(tmp_path, capsys):
                 "harmful_use"} <= set(m)
         assert 0.0 <= m["success"] <= 100.0
     assert res["summary"]["table"]["none"]["sql"]["coverage"] is None
-    store = MemoryStore.load(out / "sql" / "seed_0" / "store.json", SQL_EDITS)
+    ci = res["summary"]["table"]["cf_memory"]["sql"]["ci"]
+    assert ci["lo"] <= res["summary"]["table"]["cf_memory"]["sql"]["success"] <= ci["hi"]
+    assert len(res["outcomes"]["sql"]["12345"]["rows"]["none"][0]) == len(res["outcomes"]["sql"]["12345"]["task_ids"])
+    store = MemoryStore.load(out / "sql" / "split_12345" / "seed_0" / "store.json", SQL_EDITS)
     assert store.frozen
-    params, meta = load_params(out / "sql" / "seed_0" / "selector")
+    params, meta = load_params(out / "sql" / "split_12345" / "seed_0" / "selector")
     assert meta["seed"] == 0 and meta["suite"] == "sql"
     q = dqn.jit_selector(dqn.make_dqn(dqn.DQNConfig())).q_values(params, np.zeros((98,), np.float32))
     assert q.shape == (5,)

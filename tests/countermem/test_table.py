@@ -108,6 +108,17 @@ def test_cli_table_and_train_selectors(tmp_path, capsys):
                  "--grid", "lr=1e-3,3e-4"]) == 0
     printed = capsys.readouterr().out
     assert "held-out return" in printed and "lr=0.0003" in printed
+    assert "always top-1" in printed and "per-root oracle" in printed and "return − top-1" in printed
     res = json.loads((out / "selectors.json").read_text())
     assert np.asarray(res["val_return"]).shape == (2, 3)
     assert res["seeds"] == [0, 1, 2]
+    # every selector next to the fixed policies, on the same held-out roots, with intervals
+    comp = res["comparison"]
+    assert comp["samples_per_task"] == 1 and len(comp["points"]) == 2
+    for block in comp["points"]:
+        assert set(block["fixed"]) == {"skip", "top1", "oracle"}
+        assert len(block["selectors"]) == 2 * (3 + 1)  # best/final × (3 seeds + mean)
+        for sel in block["selectors"]:
+            iv = sel["minus_top1"]["return"]
+            assert iv["lo"] <= iv["mean"] <= iv["hi"]
+            assert sel["oracle_minus"]["return"]["lo"] >= -1e-6
