@@ -19,11 +19,28 @@ is a string comparison of canonical forms, and every unit text is one line.
 
 :func:`replace_unit` replaces exactly one unit (a header replacement keeps the
 body) and re-prints the function; :func:`rule_edits` lists the rule operators'
-one-unit alternatives (comparison boundaries, ``range`` end ±1, ``//`` vs
-``/``, ``is None`` vs falsiness, ``reverse=True``, ``.lower()`` on compared
-strings, ``[-k:]`` vs ``[:k]``, ``d[k]`` vs ``d.get(k, 0)``). Every operator is
-also available by name (:data:`OPERATORS`) for the scripted backbone's slips
-(:mod:`cfjax.domains.python.script`).
+one-unit alternatives. First the *repair* operators (:data:`OPERATORS`:
+comparison boundaries, ``range`` end ±1, ``//`` vs ``/``, ``is None`` vs
+falsiness, ``reverse=True``, ``.lower()`` on compared strings, ``[-k:]`` vs
+``[:k]``, ``d[k]`` vs ``d.get(k, 0)``), each available by name for the
+scripted backbone's slips (:mod:`cfjax.domains.python.script`); then the
+*distractor* operators (:data:`DISTRACTORS`): plausible, usually wrong edits
+of the kind a model or a mutation-testing rule set also tries — a comparison
+mirrored (``<`` ↔ ``>``) or negated (``==`` ↔ ``!=``, ``>`` ↔ ``<=``, ``in``
+↔ ``not in``, ``is`` ↔ ``is not``, ``not x`` → ``x``), an order
+comparison's bound moved by one in the direction that is *not* equivalent to
+the inclusivity flip (``x > e`` → ``x > e + 1``), an integer literal ± 1,
+``e ± 1`` → ``e``, a ``range`` start ± 1, a slice bound ± 1, a slice bound
+moved to the other side (``xs[-k:]`` → ``xs[:-k]``), ``min`` ↔ ``max``,
+``any`` ↔ ``all``, ``and`` ↔ ``or``, ``.lower()`` on one side of a
+comparison only, ``round(a / b)``, ``float(a // b)``, ceiling division
+``-(-a // b)``, ``a % b``, ``b / a``, ``sorted(x)`` → ``list(reversed(x))``
+/ ``sorted(set(x))`` / ``sorted(x, key=str)`` / ``sorted(x, key=abs)``,
+``d[k]`` → ``d.get(k)`` (no default, or ``1`` / ``-1``), ``not x`` → ``x == 0``
+/ ``x is None or x == 0``, ``x is None`` →
+``x == None``, ``a == b`` → ``a in b``, ``range(a ± 1, b ± 1)``, a slice
+bound's sign flipped (``xs[:k]`` → ``xs[:-k]``), ``sorted(d.items())``. No slip uses a distractor, and the
+distractors' edits come after all repair edits.
 
 Edit *signatures* mask identifiers and literals but keep Python keywords,
 common builtins and common method names (:data:`KEYWORDS`), after splitting
@@ -37,7 +54,7 @@ All entry points are memoised (:func:`functools.lru_cache`): they are on the
 hot path of the CounterMem pipeline.
 
 Length: one module on purpose — units, canonical printing and the rule operators are one grammar
-(each operator is the inverse of a slip and must stay beside the unit definitions it rewrites).
+(each repair operator is the inverse of a slip and must stay beside the unit definitions it rewrites).
 """
 
 from __future__ import annotations
@@ -57,8 +74,9 @@ from cfjax.domains.common import bind_and_rewrite, masked_signature
 from cfjax.types import EditError, EditModel, Unit
 
 __all__ = [
-    "PythonEdits", "KEYWORDS", "OPERATORS", "RULE_OPERATORS", "units", "replace_unit", "normalize",
-    "rule_edits", "apply_operator", "signature", "spaced", "entry_name", "header_of",
+    "PythonEdits", "KEYWORDS", "OPERATORS", "RULE_OPERATORS", "DISTRACTORS", "DISTRACTOR_OPERATORS", "units",
+    "replace_unit", "normalize", "rule_edits", "distractor_edits", "apply_operator", "signature", "spaced",
+    "entry_name", "header_of",
 ]
 
 #: Tokens that edit signatures keep verbatim: Python keywords, common builtins and
@@ -516,8 +534,349 @@ OPERATORS: dict[str, Callable[[ast.AST], list]] = {
     "get_default": _get_default,            # d[k] → d.get(k, 0)
 }
 
-#: The operators :func:`rule_edits` applies, in this order at every node.
+#: The repair operators :func:`rule_edits` applies first, in this order at every node.
 RULE_OPERATORS: tuple[str, ...] = tuple(OPERATORS)
+
+
+# --------------------------------------------------------------------------- distractor operators
+#
+# Plausible one-node edits that a model (or a mutation-testing rule set: relational / logical /
+# arithmetic operator replacement, constant ± 1, slice-bound changes) also tries on a failing
+# function, and that are usually wrong. They are *not* inverses of the scripted backbone's slips;
+# :func:`rule_edits` lists their edits after every repair operator's edit.
+
+_ORDER_CMP = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def _int_const(n: ast.AST) -> bool:
+    return isinstance(n, ast.Constant) and type(n.value) is int
+
+
+def _add_const(e: ast.AST, d: int) -> ast.AST | None:
+    """``e + d`` folded into a literal or an existing ``± c`` (``None`` for a negative literal)."""
+    if _int_const(e):
+        return ast.Constant(e.value + d) if e.value + d >= 0 else None
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)) and _int_const(e.right):
+        c = e.right.value if isinstance(e.op, ast.Add) else -e.right.value
+        c += d
+        if c == 0:
+            return e.left
+        return ast.BinOp(e.left, ast.Add() if c > 0 else ast.Sub(), ast.Constant(abs(c)))
+    return ast.BinOp(e, ast.Add() if d > 0 else ast.Sub(), ast.Constant(abs(d)))
+
+
+def _mirror(n: ast.AST) -> list:
+    """``a < b`` ↔ ``a > b``, ``a <= b`` ↔ ``a >= b`` (the comparison's direction reversed)."""
+    return _flip_ops({ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE})(n)
+
+
+_negate_cmp = _flip_ops({ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE,
+                         ast.LtE: ast.Gt, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is})
+
+
+def _negate(n: ast.AST) -> list:
+    """The condition negated: ``==`` ↔ ``!=``, ``<`` ↔ ``>=``, ``>`` ↔ ``<=``, ``in`` ↔ ``not in``,
+    ``is`` ↔ ``is not``; ``not x`` → ``x``."""
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+        return [n.operand]
+    return _negate_cmp(n)
+
+
+def _shift_bound(n: ast.AST) -> list:
+    """The right side of an order comparison moved by one, in the direction that is *not* the
+    same as the inclusivity flip on integers: ``x > e`` → ``x > e + 1``, ``x >= e`` →
+    ``x >= e - 1``, ``x < e`` → ``x < e - 1``, ``x <= e`` → ``x <= e + 1``."""
+    if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], _ORDER_CMP):
+        d = 1 if isinstance(n.ops[0], (ast.Gt, ast.LtE)) else -1
+        new = _add_const(n.comparators[0], d)
+        if new is not None:
+            return [ast.Compare(n.left, n.ops, [new])]
+    return []
+
+
+def _skip_int_field(n: ast.AST, field: str, j: int | None) -> bool:
+    if isinstance(n, ast.Compare) and any(isinstance(o, _ORDER_CMP) for o in n.ops):
+        return True  # order comparisons: _shift_bound's direction only
+    if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub)) and field == "right":
+        return True  # the ``± 1`` of ``e ± 1``: _drop_pm1
+    if isinstance(n, ast.AugAssign):
+        return True  # ``count += 1`` → ``count += 2`` is not a plausible repair
+    if field == "args" and _range_end(n) == j:
+        return True  # the range operators own the end
+    return False
+
+
+def _int_literal(n: ast.AST) -> list:
+    """An integer literal ± 1 (``count = 0`` → ``count = 1``, ``d.get(k, 0)`` → ``d.get(k, 1)``,
+    ``% 2 == 0`` → ``% 2 == 1``); never below zero, never a bool, not inside an order comparison,
+    not the ``1`` of ``e ± 1``, not an augmented assignment, not a ``range`` end."""
+    out = []
+    for field, value in ast.iter_fields(n):
+        items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+        for j, v in items:
+            if not _int_const(v) or _skip_int_field(n, field, j):
+                continue
+            for w in (v.value + 1, v.value - 1):
+                if w < 0:
+                    continue
+                new = copy.copy(n)
+                if j is None:
+                    setattr(new, field, ast.Constant(w))
+                else:
+                    setattr(new, field, value[:j] + [ast.Constant(w)] + value[j + 1:])
+                out.append(new)
+    return out
+
+
+def _drop_pm1(n: ast.AST) -> list:
+    """``e + 1`` → ``e``, ``e - 1`` → ``e``."""
+    if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub)) and _is_const(n.right, 1):
+        return [n.left]
+    return []
+
+
+def _range_start(n: ast.AST) -> list:
+    """``range(a, b)`` → ``range(a + 1, b)``, ``range(a - 1, b)`` (the start off by one)."""
+    if _range_end(n) == 1:
+        return [_with_end(n, 0, new) for d in (1, -1) if (new := _add_const(n.args[0], d)) is not None]
+    return []
+
+
+def _slice_bound(n: ast.AST) -> list:
+    """A slice bound ± 1: ``xs[:k]`` → ``xs[:k + 1]``, ``xs[:k - 1]``; ``xs[-k:]`` → ``xs[-k + 1:]``, ..."""
+    out = []
+    if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice) and n.slice.step is None:
+        s = n.slice
+        for which in ("lower", "upper"):
+            b = getattr(s, which)
+            if b is None:
+                continue
+            for d in (1, -1):
+                new = _add_const(b, d)
+                if new is not None:
+                    sl = ast.Slice(new, s.upper, None) if which == "lower" else ast.Slice(s.lower, new, None)
+                    out.append(ast.Subscript(n.value, sl, n.ctx))
+    return out
+
+
+def _slice_side(n: ast.AST) -> list:
+    """``xs[a:]`` ↔ ``xs[:a]`` (the same bound on the other side: ``xs[-k:]`` → ``xs[:-k]``)."""
+    if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice) and n.slice.step is None:
+        s = n.slice
+        if s.lower is not None and s.upper is None:
+            return [ast.Subscript(n.value, ast.Slice(None, s.lower, None), n.ctx)]
+        if s.lower is None and s.upper is not None:
+            return [ast.Subscript(n.value, ast.Slice(s.upper, None, None), n.ctx)]
+    return []
+
+
+_BUILTIN_SWAP = {"min": "max", "max": "min", "any": "all", "all": "any"}
+
+
+def _swap_builtin(n: ast.AST) -> list:
+    """``min`` ↔ ``max``, ``any`` ↔ ``all``."""
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _BUILTIN_SWAP:
+        return [ast.Call(ast.Name(_BUILTIN_SWAP[n.func.id], ast.Load()), n.args, n.keywords)]
+    return []
+
+
+def _bool_op(n: ast.AST) -> list:
+    """``and`` ↔ ``or``."""
+    if isinstance(n, ast.BoolOp):
+        return [ast.BoolOp(ast.Or() if isinstance(n.op, ast.And) else ast.And(), n.values)]
+    return []
+
+
+def _one_sided_case(n: ast.AST) -> list:
+    """Case folding on one side only: ``a.lower() == b.lower()`` → ``a == b.lower()`` /
+    ``a.lower() == b``; ``a == b`` → ``a.lower() == b`` / ``a == b.lower()``."""
+    if not _case_compare(n):
+        return []
+    left, right = n.left, n.comparators[0]
+    if _is_lower(left) and _is_lower(right):
+        return [ast.Compare(left.func.value, n.ops, [right]), ast.Compare(left, n.ops, [right.func.value])]
+    if _is_lower(left) or _is_lower(right) or not (_stringish(left) and _stringish(right)) \
+            or isinstance(left, ast.Constant) or isinstance(right, ast.Constant):
+        return []
+    return [ast.Compare(_lowered(left), n.ops, [right]), ast.Compare(left, n.ops, [_lowered(right)])]
+
+
+def _round_div(n: ast.AST) -> list:
+    """``a / b`` → ``round(a / b)``."""
+    if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+        return [ast.Call(ast.Name("round", ast.Load()), [n], [])]
+    return []
+
+
+def _float_floor(n: ast.AST) -> list:
+    """``a // b`` → ``float(a // b)``."""
+    if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv):
+        return [ast.Call(ast.Name("float", ast.Load()), [n], [])]
+    return []
+
+
+def _ceil_div(n: ast.AST) -> list:
+    """``a / b`` or ``a // b`` → ``-(-a // b)`` (ceiling division)."""
+    if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)):
+        return [ast.UnaryOp(ast.USub(), ast.BinOp(ast.UnaryOp(ast.USub(), n.left), ast.FloorDiv(), n.right))]
+    return []
+
+
+def _reversed_sort(n: ast.AST) -> list:
+    """``sorted(x, ...)`` → ``list(reversed(x))`` (reversing instead of sorting)."""
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "sorted" and len(n.args) == 1 \
+            and not isinstance(n.args[0], ast.Starred):
+        return [ast.Call(ast.Name("list", ast.Load()), [ast.Call(ast.Name("reversed", ast.Load()), n.args, [])], [])]
+    return []
+
+
+def _get_no_default(n: ast.AST) -> list:
+    """A missing key's default changed: ``d[k]`` → ``d.get(k)``, ``d.get(k, 1)``, ``d.get(k, -1)``;
+    ``d.get(k, v)`` → ``d.get(k)``, ``d.get(k, -1)``."""
+    minus_one = ast.UnaryOp(ast.USub(), ast.Constant(1))
+    if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and not isinstance(n.slice, ast.Slice):
+        get = ast.Attribute(n.value, "get", ast.Load())
+        return [ast.Call(get, [n.slice], []), ast.Call(get, [n.slice, ast.Constant(1)], []),
+                ast.Call(get, [n.slice, minus_one], [])]
+    if _is_get(n) and len(n.args) == 2:
+        return [ast.Call(n.func, [n.args[0]], []), ast.Call(n.func, [n.args[0], minus_one], [])]
+    return []
+
+
+def _falsy_zero(n: ast.AST) -> list:
+    """``not x`` → ``x == 0``."""
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+        return [ast.Compare(n.operand, [ast.Eq()], [ast.Constant(0)])]
+    return []
+
+
+def _range_shift(n: ast.AST) -> list:
+    """``range(a, b)`` → ``range(a + 1, b + 1)``, ``range(a - 1, b - 1)`` (a 0- vs 1-based shift)."""
+    if _range_end(n) == 1:
+        out = []
+        for d in (1, -1):
+            a, b = _add_const(n.args[0], d), _add_const(n.args[1], d)
+            if a is not None and b is not None:
+                out.append(ast.Call(n.func, [a, b] + list(n.args[2:]), n.keywords))
+        return out
+    return []
+
+
+def _mod_div(n: ast.AST) -> list:
+    """``a / b``, ``a // b`` → ``a % b`` (quotient and remainder confused)."""
+    if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)):
+        return [ast.BinOp(n.left, ast.Mod(), n.right)]
+    return []
+
+
+def _swap_div(n: ast.AST) -> list:
+    """``a / b`` → ``b / a``, ``a // b`` → ``b // a`` (numerator and denominator swapped)."""
+    if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv)):
+        return [ast.BinOp(n.right, n.op, n.left)]
+    return []
+
+
+def _explicit_falsy(n: ast.AST) -> list:
+    """``not x`` → ``x is None or x == 0`` (spelled out, same meaning for numbers)."""
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+        x = n.operand
+        return [ast.BoolOp(ast.Or(), [ast.Compare(x, [ast.Is()], [ast.Constant(None)]),
+                                      ast.Compare(x, [ast.Eq()], [ast.Constant(0)])])]
+    return []
+
+
+def _is_to_eq(n: ast.AST) -> list:
+    """``x is None`` → ``x == None``, ``x is not None`` → ``x != None``."""
+    if isinstance(n, ast.Compare) and len(n.ops) == 1 and _is_none(n.comparators[0]) \
+            and isinstance(n.ops[0], (ast.Is, ast.IsNot)):
+        return [ast.Compare(n.left, [ast.Eq() if isinstance(n.ops[0], ast.Is) else ast.NotEq()], n.comparators)]
+    return []
+
+
+def _is_sorted_call(n: ast.AST) -> bool:
+    return isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "sorted" and len(n.args) == 1 \
+        and not isinstance(n.args[0], ast.Starred)
+
+
+def _sort_variants(n: ast.AST) -> list:
+    """``sorted(x, ...)`` → ``sorted(set(x), ...)`` (duplicates dropped), ``sorted(x, ..., key=str)``
+    (sorted as text) and ``sorted(x, ..., key=abs)`` (by magnitude)."""
+    if not _is_sorted_call(n):
+        return []
+    out = [ast.Call(n.func, [ast.Call(ast.Name("set", ast.Load()), n.args, [])], n.keywords)]
+    if not any(k.arg == "key" for k in n.keywords):
+        for key in ("str", "abs"):
+            out.append(ast.Call(n.func, n.args, list(n.keywords) + [ast.keyword("key", ast.Name(key, ast.Load()))]))
+    return out
+
+
+def _eq_to_in(n: ast.AST) -> list:
+    """``a == b`` → ``a in b`` on strings (equality read as containment)."""
+    if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], ast.Eq) \
+            and _stringish(n.left) and _stringish(n.comparators[0]) \
+            and not isinstance(n.left, ast.Constant) and not isinstance(n.comparators[0], ast.Constant):
+        return [ast.Compare(n.left, [ast.In()], n.comparators)]
+    return []
+
+
+def _slice_negate(n: ast.AST) -> list:
+    """A slice bound's sign flipped: ``xs[:k]`` → ``xs[:-k]``, ``xs[-k:]`` → ``xs[k:]``."""
+    out = []
+    if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice) and n.slice.step is None:
+        s = n.slice
+        for which in ("lower", "upper"):
+            b = getattr(s, which)
+            if b is None or _is_const(b, 0):
+                continue
+            neg = b.operand if isinstance(b, ast.UnaryOp) and isinstance(b.op, ast.USub) else ast.UnaryOp(ast.USub(), b)
+            sl = ast.Slice(neg, s.upper, None) if which == "lower" else ast.Slice(s.lower, neg, None)
+            out.append(ast.Subscript(n.value, sl, n.ctx))
+    return out
+
+
+def _sorted_view(n: ast.AST) -> list:
+    """``d.items()`` / ``d.values()`` / ``d.keys()`` → ``sorted(...)`` (iterate a dict in sorted order)."""
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("items", "values", "keys") \
+            and not n.args and not n.keywords:
+        return [ast.Call(ast.Name("sorted", ast.Load()), [n], [])]
+    return []
+
+
+#: Named distractor operators (not used by any slip), applied by :func:`rule_edits` after
+#: every repair operator, in this order at every node.
+DISTRACTORS: dict[str, Callable[[ast.AST], list]] = {
+    "mirror": _mirror,                  # a < b ↔ a > b, a <= b ↔ a >= b
+    "negate": _negate,                  # == ↔ !=, < ↔ >=, > ↔ <=, in ↔ not in, is ↔ is not, not x → x
+    "shift_bound": _shift_bound,        # x > e → x > e + 1 (not the inclusivity-equivalent direction)
+    "int_literal": _int_literal,        # an integer literal ± 1
+    "drop_pm1": _drop_pm1,              # e + 1 → e, e - 1 → e
+    "range_start": _range_start,        # range(a, b) → range(a ± 1, b)
+    "slice_bound": _slice_bound,        # xs[:k] → xs[:k ± 1]
+    "slice_side": _slice_side,          # xs[a:] ↔ xs[:a]
+    "swap_builtin": _swap_builtin,      # min ↔ max, any ↔ all
+    "bool_op": _bool_op,                # and ↔ or
+    "one_sided_case": _one_sided_case,  # .lower() on one side of a comparison only
+    "round_div": _round_div,            # a / b → round(a / b)
+    "float_floor": _float_floor,        # a // b → float(a // b)
+    "ceil_div": _ceil_div,              # a / b, a // b → -(-a // b)
+    "reversed_sort": _reversed_sort,    # sorted(x) → list(reversed(x))
+    "get_no_default": _get_no_default,  # d[k], d.get(k, v) → d.get(k), d.get(k, ±1)
+    "falsy_zero": _falsy_zero,          # not x → x == 0
+    "range_shift": _range_shift,        # range(a, b) → range(a ± 1, b ± 1)
+    "mod_div": _mod_div,                # a / b, a // b → a % b
+    "swap_div": _swap_div,              # a / b → b / a
+    "explicit_falsy": _explicit_falsy,  # not x → x is None or x == 0
+    "is_to_eq": _is_to_eq,              # x is None → x == None
+    "sort_variants": _sort_variants,    # sorted(x) → sorted(set(x)), sorted(x, key=str / abs)
+    "eq_to_in": _eq_to_in,              # a == b → a in b
+    "slice_negate": _slice_negate,      # xs[:k] → xs[:-k], xs[-k:] → xs[k:]
+    "sorted_view": _sorted_view,        # d.items() → sorted(d.items())
+}
+
+#: The distractor operators :func:`rule_edits` applies after the repair operators.
+DISTRACTOR_OPERATORS: tuple[str, ...] = tuple(DISTRACTORS)
+
+_ALL_OPERATORS: dict[str, Callable[[ast.AST], list]] = {**OPERATORS, **DISTRACTORS}
 
 
 def _preorder(node: ast.AST) -> Iterator[ast.AST]:
@@ -554,7 +913,7 @@ def _unit_variants(loc: _Loc, ops: tuple[str, ...]) -> Iterator[str]:
         return
     for target in _preorder(root):
         for name in ops:
-            for repl in OPERATORS[name](target):
+            for repl in _ALL_OPERATORS[name](target):
                 new_root = repl if target is root else copy.deepcopy(root, {id(target): repl})
                 text = _variant_text(loc, field, new_root)
                 if text is not None:
@@ -580,11 +939,30 @@ def _rule_edits(action: str, ops: tuple[str, ...]) -> tuple[tuple[int, str], ...
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=_CACHE)
+def _all_rule_edits(action: str) -> tuple[tuple[int, str], ...]:
+    repair = _rule_edits(action, RULE_OPERATORS)
+    seen = set(repair)
+    return repair + tuple(e for e in _rule_edits(action, DISTRACTOR_OPERATORS) if e not in seen)
+
+
 def rule_edits(action: str, env: Any = None) -> list[tuple[int, str]]:
-    """Every rule operator's one-unit alternative ``(unit_index, new_unit_text)``, in unit
-    order (``[]`` when the action does not parse). ``env`` is unused."""
+    """Every rule operator's one-unit alternative ``(unit_index, new_unit_text)``
+    (``[]`` when the action does not parse). ``env`` is unused.
+
+    First the repair operators' edits (:data:`RULE_OPERATORS`) in unit order, then the
+    distractor operators' edits (:data:`DISTRACTOR_OPERATORS`) in unit order, without
+    repeats: the repair edits keep the positions they had before distractors existed."""
     try:
-        return list(_rule_edits(action, RULE_OPERATORS))
+        return list(_all_rule_edits(action))
+    except EditError:
+        return []
+
+
+def distractor_edits(action: str, env: Any = None) -> list[tuple[int, str]]:
+    """The distractor part of :func:`rule_edits` (what follows the repair operators' edits)."""
+    try:
+        return list(_all_rule_edits(action)[len(_rule_edits(action, RULE_OPERATORS)):])
     except EditError:
         return []
 
@@ -696,9 +1074,10 @@ class PythonEdits(EditModel):
         return signature(unit_text)
 
     def apply(self, action: str, operator: str) -> str | None:
-        """``action`` after the named operator (:data:`OPERATORS`) at its first applicable node."""
-        if operator not in OPERATORS:
-            raise KeyError(f"unknown Python edit operator {operator!r}; known: {sorted(OPERATORS)}")
+        """``action`` after the named operator (:data:`OPERATORS` or :data:`DISTRACTORS`) at its
+        first applicable node."""
+        if operator not in _ALL_OPERATORS:
+            raise KeyError(f"unknown Python edit operator {operator!r}; known: {sorted(_ALL_OPERATORS)}")
         return apply_operator(action, operator)
 
     def __eq__(self, other: object) -> bool:

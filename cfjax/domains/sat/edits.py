@@ -22,6 +22,17 @@ SMT assertion          toggle ``<=``↔``<`` / ``>=``↔``>`` (one comparison, o
                        ``=`` ↔ ``distinct``; drop one disjunct; add / remove ``not``; swap ``=>``
 =====================  ======================================================================
 
+After all of those, each unit's *distractors* (plausible, usually wrong edits that are no
+inverse of a scripted slip; listed after every edit above, so those keep their positions):
+
+=====================  ======================================================================
+SAT clause/implication the connective of a side with two or more literals swapped
+                       (``a | b`` ↔ ``a & b``); an implication read as a disjunction
+                       (``a => b`` → ``a | b``)
+SMT assertion          one comparison mirrored (``(<= a b)`` → ``(>= a b)``, ``<`` ↔ ``>``);
+                       ``and`` ↔ ``or``
+=====================  ======================================================================
+
 :meth:`transfer` carries a stored ``before → after`` unit edit onto the first
 unit of a new action with the same masked shape
 (:func:`cfjax.types.bind_and_rewrite`, language keywords unmasked),
@@ -166,6 +177,25 @@ def _sat_alternatives(line: Line) -> list[Line]:
     return out
 
 
+_OTHER_CONN = {"|": "&", "&": "|"}
+
+
+def _sat_distractors(line: Line) -> list[Line]:
+    """Distractor alternatives of a SAT constraint group (module docstring): the connective of a
+    side with two or more literals swapped (``a | b`` ↔ ``a & b``), and an implication read as
+    a disjunction (``a => b`` → ``a | b``)."""
+    s = line.stmt
+    out: list[Line] = []
+    if isinstance(s, Formula):
+        if len(s.left) >= 2:
+            out.append(Line(line.each, Formula(s.left, _OTHER_CONN[s.lconn], s.right, s.rconn)))
+        if s.right is not None and len(s.right) >= 2:
+            out.append(Line(line.each, Formula(s.left, s.lconn, s.right, _OTHER_CONN[s.rconn])))
+        if s.right is not None and (len(s.left) == 1 or s.lconn == "|") and (len(s.right) == 1 or s.rconn == "|"):
+            out.append(Line(line.each, Formula(s.left + s.right, "|")))
+    return out
+
+
 def _splice(units: Sequence[Unit], index: int, new: str) -> str:
     """The action with unit ``index`` printed as ``new``, one unit per line."""
     return "\n".join(new if i == index else u.text for i, u in enumerate(units))
@@ -203,13 +233,20 @@ class SATEdits(EditModel):
         except EditError:
             return []
         out: list[tuple[int, str]] = []
+        seen: list[set[str]] = []
         for i, line in enumerate(lines):
             orig = print_line(line)
-            seen = {orig}
+            seen.append({orig})
             for alt in _sat_alternatives(line):
                 t = print_line(alt)
-                if t not in seen:
-                    seen.add(t)
+                if t not in seen[i]:
+                    seen[i].add(t)
+                    out.append((i, t))
+        for i, line in enumerate(lines):  # distractors after every repair edit
+            for alt in _sat_distractors(line):
+                t = print_line(alt)
+                if t not in seen[i]:
+                    seen[i].add(t)
                     out.append((i, t))
         return out
 
@@ -345,6 +382,24 @@ def _smt_alternatives(term: SExpr) -> list[SExpr]:
     return out
 
 
+_MIRROR = {"<=": ">=", ">=": "<=", "<": ">", ">": "<"}
+
+
+def _smt_distractors(term: SExpr) -> list[SExpr]:
+    """Distractor alternatives of an assertion's term (module docstring): one comparison
+    mirrored (``(<= a b)`` → ``(>= a b)``, ``(< a b)`` → ``(> a b)``), and ``and`` ↔ ``or``."""
+    out: list[SExpr] = []
+    for t, p in _paths(term):
+        if not isinstance(t, tuple) or not t:
+            continue
+        head = t[0]
+        if head in _MIRROR and len(t) == 3:
+            out.append(_replace(term, p, (_MIRROR[head],) + t[1:]))
+        elif head in ("and", "or") and len(t) >= 3:
+            out.append(_replace(term, p, ("or" if head == "and" else "and",) + t[1:]))
+    return out
+
+
 class SMTEdits(EditModel):
     """Top-level SMT-LIB commands as decision units (kinds ``assert``/``declare``/``command``)."""
 
@@ -373,15 +428,22 @@ class SMTEdits(EditModel):
         except EditError:
             return []
         out: list[tuple[int, str]] = []
+        seen: dict[int, set[str]] = {}
         for i, u in enumerate(us):
             if u.kind != "assert":
                 continue
             cmd = read_sexprs(u.text)[0]
-            seen = {u.text}
+            seen[i] = {u.text}
             for alt in _smt_alternatives(cmd[1]):
                 t = print_sexpr(("assert", alt))
-                if t not in seen:
-                    seen.add(t)
+                if t not in seen[i]:
+                    seen[i].add(t)
+                    out.append((i, t))
+        for i in seen:  # distractors after every repair edit
+            for alt in _smt_distractors(read_sexprs(us[i].text)[0][1]):
+                t = print_sexpr(("assert", alt))
+                if t not in seen[i]:
+                    seen[i].add(t)
                     out.append((i, t))
         return out
 

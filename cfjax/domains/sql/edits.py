@@ -15,6 +15,14 @@ one is the other reversed (conflict). :func:`transfer_edit` carries a stored
 edit onto a new action by binding the placeholders of the stored ``before``
 unit to the tokens of a matching unit in the new action — the mechanical part
 of what an LLM does when it "applies the same correction here".
+
+:func:`rule_edits` lists the rule operators' one-unit alternatives: first the
+*repair* operators (whose edits undo the scripted backbone's slips), then
+*distractor* operators (plausible, usually wrong edits; see its docstring).
+
+Length: one module on purpose — units, printing, signatures, transfer and the
+rule operators share one parse/print grammar (sqlglot's SQLite dialect), and the
+operators must stay beside the unit definitions they rewrite.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ __all__ = [
     "diff_units",
     "alias_map",
     "rule_edits",
+    "distractor_edits",
     "detokenize",
     "SQLEdits",
 ]
@@ -344,22 +353,104 @@ def _fk_join_fix(join: exp.Join, aliases: dict[str, str], schema: SchemaLike) ->
 def rule_edits(sql: str, schema: SchemaLike | None = None) -> list[tuple[int, str]]:
     """Rule-based one-unit edit operators for a failed SQL action (Module I).
 
-    Operators (each changes one decision unit):
-    comparison inclusivity (``>`` ↔ ``>=``, ``<`` ↔ ``<=``); ``= ''`` ↔
-    ``IS NULL``; case-insensitive string match (``col = 'X'`` →
-    ``LOWER(col) = 'x'`` and back); DISTINCT on/off; ``COUNT(*)`` ↔
-    ``COUNT(col)`` over the nullable columns of the queried table; JOIN on the
-    schema's foreign key ↔ on the two ids; ORDER BY direction; LIMIT ± 1.
+    Operators (each changes one decision unit), in two groups. The *repair*
+    operators come first, in this order: comparison inclusivity (``>`` ↔
+    ``>=``, ``<`` ↔ ``<=``); ``= ''`` ↔ ``IS NULL``; case-insensitive string
+    match (``col = 'X'`` → ``LOWER(col) = 'x'`` and back); DISTINCT on/off;
+    ``COUNT(*)`` ↔ ``COUNT(col)`` over the nullable columns of the queried
+    table; JOIN on the schema's foreign key ↔ on the two ids; ORDER BY
+    direction; LIMIT ± 1.
+
+    The *distractor* operators follow (:func:`distractor_edits`): plausible
+    one-unit edits that a model or a mutation-style rule set also tries and
+    that are usually wrong — SQL mutation operators in the sense of Tuya et
+    al. (2007): a comparison mirrored (``>=`` → ``<=``) or negated (``>=`` →
+    ``<``, ``=`` → ``<>``, ``IS NULL`` → ``IS NOT NULL``); a numeric literal
+    of a comparison moved by one (for ``<``/``<=``/``>``/``>=`` only the
+    direction that is *not* the same set as the inclusivity flip on
+    integers: ``> n`` → ``> n+1``, ``>= n`` → ``>= n-1``, ``< n`` →
+    ``< n-1``, ``<= n`` → ``<= n+1``; for ``=``/``<>`` both); a lower-case
+    string literal title-cased (``city = 'porto'`` → ``city = 'Porto'``);
+    ``AND`` ↔ ``OR`` inside one (parenthesised) conjunct; an aggregate
+    swapped (``SUM`` ↔ ``AVG``, ``MIN`` ↔ ``MAX``); ``COUNT(col)`` ↔
+    ``COUNT(DISTINCT col)``; ``COUNT(col)`` → ``COUNT(NULLIF(col, ''))``
+    or ``COUNT(*) - COUNT(col)``; ``COUNT(*)`` → the same three over each
+    nullable column, or ``COUNT(id)`` (with a schema that has a nullable
+    column); a projected TEXT column case-folded with ``LOWER`` or
+    ``UPPER`` (with a schema; for a one-column projection also with
+    DISTINCT toggled: ``SELECT city`` → ``SELECT DISTINCT LOWER(city)``);
+    ``JOIN`` ↔ ``LEFT JOIN``; a join on a column name both tables share
+    other than ``id`` (NATURAL-JOIN style, with a schema); one key of a
+    multi-key ORDER BY flipped. Distractors never repeat a repair edit, and they come *after*
+    all repair edits, so the repair edits keep their positions (the SQL
+    error model picks its ``count_column``, ``join_*`` and ``flip_order``
+    slips from this list by position).
+
+    Every edit changes exactly one unit, parses and differs from the
+    original unit. The result is memoised per (action, schema object).
 
     Returns:
       ``(unit_index, replacement_text)`` pairs in a fixed order (the caller
       shuffles with its seed).
     """
+    return list(_rule_edits(sql, _ByIdentity(schema)))
+
+
+class _ByIdentity:
+    """Hashes an environment object by identity (schemas are not hashable), for memoisation."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ByIdentity) and other.obj is self.obj
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _rule_edits(sql: str, key: _ByIdentity) -> tuple[tuple[int, str], ...]:
+    schema = key.obj
+    try:
+        tree = _parse(sql)
+        aliases = alias_map(sql)
+    except EditError:
+        return ()
+    base = [u.text for u in units(sql)]
+    out = [(i, t) for i, t in _repair_edits(tree, aliases, schema) if t != base[i]]  # drop no-ops
+    seen = set(out)
+    for i, t in _distractor_candidates(_parse(sql), aliases, schema):
+        if t == base[i] or (i, t) in seen:
+            continue
+        try:  # a distractor must be exactly one unit, parse and keep the unit kinds
+            d = diff_units(sql, replace_unit(sql, i, t))
+        except EditError:
+            continue
+        if d is None or d[0] != i:
+            continue
+        t = d[2].text  # the canonical print of the new unit
+        if (i, t) not in seen:
+            seen.add((i, t))
+            out.append((i, t))
+    return tuple(out)
+
+
+def distractor_edits(sql: str, schema: SchemaLike | None = None) -> list[tuple[int, str]]:
+    """The distractor part of :func:`rule_edits` (the edits after the repair operators')."""
     try:
         tree = _parse(sql)
         aliases = alias_map(sql)
     except EditError:
         return []
+    repair = set(_repair_edits(tree, aliases, schema))
+    return [e for e in rule_edits(sql, schema) if e not in repair]
+
+
+def _repair_edits(tree: exp.Select, aliases: dict[str, str], schema: SchemaLike | None) -> list[tuple[int, str]]:
+    """The repair operators of :func:`rule_edits` (no-ops not yet dropped)."""
     out: list[tuple[int, str]] = []
     for i, (kind, node) in enumerate(_unit_nodes(tree)):
         if kind == "select":
@@ -409,9 +500,181 @@ def rule_edits(sql: str, schema: SchemaLike | None = None) -> list[tuple[int, st
             if isinstance(lim, exp.Literal) and lim.is_int:
                 v = int(lim.this)
                 out.extend((i, f"LIMIT {w}") for w in (v + 1, v - 1) if w >= 1)
-    # drop no-ops
-    base = [u.text for u in units(sql)]
-    return [(i, t) for i, t in out if t != base[i]]
+    return out
+
+
+# --------------------------------------------------------------------------- distractor operators
+
+_MIRROR = {exp.GT: exp.LT, exp.LT: exp.GT, exp.GTE: exp.LTE, exp.LTE: exp.GTE}
+_NEGATE = {exp.GT: exp.LTE, exp.LTE: exp.GT, exp.LT: exp.GTE, exp.GTE: exp.LT, exp.EQ: exp.NEQ, exp.NEQ: exp.EQ}
+#: literal shift of an inequality that is *not* equivalent (on integers) to the inclusivity flip
+_SHIFT = {exp.GT: (1,), exp.GTE: (-1,), exp.LT: (-1,), exp.LTE: (1,), exp.EQ: (1, -1), exp.NEQ: (1, -1)}
+_AGG_SWAP = {exp.Sum: exp.Avg, exp.Avg: exp.Sum, exp.Min: exp.Max, exp.Max: exp.Min}
+
+
+def _sql(node: exp.Expression) -> str:
+    return node.sql(dialect=DIALECT)
+
+
+def _predicate_distractors(n: exp.Expression) -> list[exp.Expression]:
+    out: list[exp.Expression] = []
+    bare = n.this if isinstance(n, exp.Paren) else n
+    cls = type(bare)
+    if cls in _MIRROR:
+        out.append(_MIRROR[cls](this=bare.this.copy(), expression=bare.expression.copy()))
+    if cls in _NEGATE:
+        out.append(_NEGATE[cls](this=bare.this.copy(), expression=bare.expression.copy()))
+    if cls in _SHIFT:
+        lit = bare.expression
+        if isinstance(lit, exp.Literal) and lit.is_int:
+            for d in _SHIFT[cls]:
+                v = int(lit.this) + d
+                if v >= 0:
+                    out.append(cls(this=bare.this.copy(), expression=exp.Literal.number(v)))
+        if cls is exp.EQ and isinstance(lit, exp.Literal) and lit.is_string and not isinstance(bare.this, exp.Lower):
+            s = lit.this
+            if s and s == s.lower() and s.title() != s:
+                out.append(exp.EQ(this=bare.this.copy(), expression=exp.Literal.string(s.title())))
+    if isinstance(bare, exp.Is) and isinstance(bare.expression, exp.Null):
+        out.append(exp.Not(this=bare.copy()))
+    if isinstance(bare, exp.Not) and isinstance(bare.this, exp.Is) and isinstance(bare.this.expression, exp.Null):
+        out.append(bare.this.copy())
+    if isinstance(bare, (exp.And, exp.Or)):
+        other = exp.Or if isinstance(bare, exp.And) else exp.And
+        out.append(exp.Paren(this=other(this=bare.this.copy(), expression=bare.expression.copy())))
+    return out
+
+
+def _agg_distractors(node: exp.Expression) -> list[exp.Expression]:
+    """Copies of ``node`` with one aggregate swapped (SUM↔AVG, MIN↔MAX, COUNT(c)↔COUNT(DISTINCT c))."""
+    out: list[exp.Expression] = []
+    for k, agg in enumerate(list(node.find_all(exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count))):
+        if isinstance(agg, exp.Count):
+            inner = agg.this
+            if isinstance(inner, exp.Column):
+                new: exp.Expression = exp.Count(this=exp.Distinct(expressions=[inner.copy()]))
+            elif isinstance(inner, exp.Distinct) and len(inner.expressions) == 1:
+                new = exp.Count(this=inner.expressions[0].copy())
+            else:
+                continue
+        else:
+            new = _AGG_SWAP[type(agg)](this=agg.this.copy())
+        copy_ = node.copy()
+        target = list(copy_.find_all(exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count))[k]
+        if target is copy_:
+            copy_ = new
+        else:
+            target.replace(new)
+        out.append(copy_)
+    return out
+
+
+def _table_columns(schema: SchemaLike | None, table: str | None) -> tuple:
+    if schema is None or table is None:
+        return ()
+    try:
+        return tuple(schema.table(table).columns)
+    except KeyError:
+        return ()
+
+
+def _from_table(tree: exp.Select) -> str | None:
+    src = tree.args.get("from_") or tree.args.get("from")
+    return src.this.name if src is not None and isinstance(src.this, exp.Table) else None
+
+
+def _text_column(col: exp.Column, tree: exp.Select, aliases: dict[str, str], schema: SchemaLike | None) -> bool:
+    table = aliases.get(col.table) if col.table else _from_table(tree)
+    return any(c.name == col.name and str(getattr(c, "type", "")).upper() == "TEXT"
+               for c in _table_columns(schema, table))
+
+
+def _projection_distractors(tree: exp.Select, aliases: dict[str, str], schema: SchemaLike | None) -> list[str]:
+    exprs = list(tree.expressions)
+    distinct = bool(tree.args.get("distinct"))
+
+    def text(items: list[exp.Expression], dist: bool = distinct) -> str:
+        return ("SELECT DISTINCT " if dist else "SELECT ") + ", ".join(_sql(e) for e in items)
+
+    out = []
+    for j, e in enumerate(exprs):
+        for new in _agg_distractors(e):
+            out.append(text(exprs[:j] + [new] + exprs[j + 1:]))
+    if len(exprs) == 1 and isinstance(exprs[0], exp.Count):
+        inner = exprs[0].this
+        cols = _table_columns(schema, _from_table(tree))
+        nullable = [c.name for c in cols if getattr(c, "nullable", False)]
+        if isinstance(inner, exp.Star) and nullable:
+            # (only with a nullable column: the error model's count_column slip takes the first
+            # ``SELECT COUNT(`` edit, which must stay the repair edit COUNT(<nullable column>))
+            for c in nullable:
+                out += [f"SELECT COUNT(DISTINCT {c})", f"SELECT COUNT(NULLIF({c}, ''))", f"SELECT COUNT(*) - COUNT({c})"]
+            out += [f"SELECT COUNT({c.name})" for c in cols if c.name == "id"]
+        elif isinstance(inner, exp.Column):
+            c = _sql(inner)
+            out += [f"SELECT COUNT(NULLIF({c}, ''))", f"SELECT COUNT(*) - COUNT({c})"]
+    for j, e in enumerate(exprs):
+        if isinstance(e, exp.Column) and _text_column(e, tree, aliases, schema):
+            for fold in (exp.Lower, exp.Upper):
+                out.append(text(exprs[:j] + [fold(this=e.copy())] + exprs[j + 1:]))
+                if len(exprs) == 1:  # de-duplicating case variants: DISTINCT toggled with the fold
+                    out.append(text([fold(this=e.copy())], not distinct))
+    return out
+
+
+def _join_distractors(join: exp.Join, aliases: dict[str, str], schema: SchemaLike | None) -> list[str]:
+    out = []
+    j = join.copy()
+    if join.args.get("side") is None and not join.args.get("kind"):
+        j.set("side", "LEFT")
+        out.append(_sql(j))
+    elif str(join.args.get("side") or "").upper() == "LEFT":
+        j.set("side", None)
+        j.set("kind", None)
+        out.append(_sql(j))
+    on = join.args.get("on")
+    if isinstance(on, exp.EQ) and all(isinstance(x, exp.Column) and x.table for x in (on.this, on.expression)):
+        a, b = on.this, on.expression
+        bcols = {c.name for c in _table_columns(schema, aliases.get(b.table))}
+        for c in _table_columns(schema, aliases.get(a.table)):
+            if c.name != "id" and c.name in bcols and (a.name, b.name) != (c.name, c.name):
+                new = join.copy()
+                new.set("on", exp.EQ(this=exp.column(c.name, table=a.table),
+                                     expression=exp.column(c.name, table=b.table)))
+                out.append(_sql(new))
+    return out
+
+
+def _order_distractors(order: exp.Order) -> list[str]:
+    out = []
+    keys = order.expressions
+    if len(keys) >= 2:
+        for k in range(len(keys)):
+            new = order.copy()
+            o = new.expressions[k]
+            desc = not o.args.get("desc")
+            o.set("desc", desc)
+            o.set("nulls_first", not desc)
+            out.append(_sql(new))
+    return out
+
+
+def _distractor_candidates(tree: exp.Select, aliases: dict[str, str], schema: SchemaLike | None
+                           ) -> list[tuple[int, str]]:
+    """Candidate distractor edits in unit order (validated and de-duplicated by :func:`_rule_edits`)."""
+    out: list[tuple[int, str]] = []
+    for i, (kind, node) in enumerate(_unit_nodes(tree)):
+        if kind == "select":
+            out.extend((i, t) for t in _projection_distractors(tree, aliases, schema))
+        elif kind == "join":
+            out.extend((i, t) for t in _join_distractors(node, aliases, schema))  # type: ignore[arg-type]
+        elif kind in ("where", "having"):
+            out.extend((i, _sql(x)) for x in _predicate_distractors(node))  # type: ignore[arg-type]
+            if kind == "having":
+                out.extend((i, _sql(x)) for x in _agg_distractors(node))  # type: ignore[arg-type]
+        elif kind == "order":
+            out.extend((i, t) for t in _order_distractors(node))  # type: ignore[arg-type]
+    return out
 
 
 def _resolver(aliases: dict[str, str], schema: SchemaLike | None):

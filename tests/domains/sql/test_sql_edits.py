@@ -302,3 +302,135 @@ def test_edit_error_on_bad_replacement(i, text):
 
 def test_edit_error_is_a_value_error():
     assert issubclass(EditError, ValueError)
+
+
+# --------------------------------------------------------------------------- distractor operators
+
+
+@pytest.mark.parametrize("sql,edit", [
+    # comparison mirrored / negated, literal moved away from the inclusivity-equivalent value
+    ("SELECT name FROM employees WHERE age > 28", (1, "age < 28")),
+    ("SELECT name FROM employees WHERE age > 28", (1, "age <= 28")),
+    ("SELECT name FROM employees WHERE age > 28", (1, "age > 29")),
+    ("SELECT name FROM employees WHERE age >= 28", (1, "age <= 28")),
+    ("SELECT name FROM employees WHERE age >= 28", (1, "age < 28")),
+    ("SELECT name FROM employees WHERE age >= 28", (1, "age >= 27")),
+    ("SELECT name FROM employees WHERE age < 36", (1, "age < 35")),
+    ("SELECT name FROM employees WHERE age <= 36", (1, "age <= 37")),
+    ("SELECT name FROM employees WHERE age = 5", (1, "age <> 5")),
+    ("SELECT name FROM employees WHERE age = 5", (1, "age = 6")),
+    ("SELECT name FROM employees WHERE age = 5", (1, "age = 4")),
+    # negated NULL / string tests, title-cased literal
+    ("SELECT name FROM employees WHERE email IS NULL", (1, "NOT email IS NULL")),
+    ("SELECT name FROM employees WHERE NOT email IS NULL", (1, "email IS NULL")),
+    ("SELECT name FROM employees WHERE email = ''", (1, "email <> ''")),
+    ("SELECT name FROM employees WHERE city = 'porto'", (1, "city <> 'porto'")),
+    ("SELECT name FROM employees WHERE city = 'porto'", (1, "city = 'Porto'")),
+    ("SELECT name FROM employees WHERE LOWER(city) = 'accra'", (1, "LOWER(city) <> 'accra'")),
+    # AND <-> OR inside one conjunct
+    ("SELECT name FROM employees WHERE (age > 3 OR city = 'x') AND age < 9", (1, "age > 3 AND city = 'x'")),
+    # aggregates
+    ("SELECT SUM(salary), MIN(age) FROM employees", (0, "SELECT AVG(salary), MIN(age)")),
+    ("SELECT SUM(salary), MIN(age) FROM employees", (0, "SELECT SUM(salary), MAX(age)")),
+    ("SELECT COUNT(email) FROM employees", (0, "SELECT COUNT(DISTINCT email)")),
+    ("SELECT COUNT(DISTINCT email) FROM employees", (0, "SELECT COUNT(email)")),
+    ("SELECT COUNT(*) FROM employees", (0, "SELECT COUNT(DISTINCT email)")),
+    ("SELECT COUNT(*) FROM employees", (0, "SELECT COUNT(NULLIF(email, ''))")),
+    ("SELECT COUNT(*) FROM employees", (0, "SELECT COUNT(*) - COUNT(email)")),
+    ("SELECT COUNT(*) FROM employees", (0, "SELECT COUNT(id)")),
+    ("SELECT COUNT(email) FROM employees", (0, "SELECT COUNT(NULLIF(email, ''))")),
+    ("SELECT COUNT(email) FROM employees", (0, "SELECT COUNT(*) - COUNT(email)")),
+    ("SELECT d.name FROM departments AS d JOIN employees AS e ON e.dept_id = d.id GROUP BY d.id "
+     "HAVING SUM(e.salary) > 4", (3, "AVG(e.salary) > 4")),
+    ("SELECT d.name FROM departments AS d JOIN employees AS e ON e.dept_id = d.id GROUP BY d.id "
+     "HAVING COUNT(*) >= 4", (3, "COUNT(*) < 4")),
+    # a projected TEXT column case-folded (schema), not a numeric one
+    ("SELECT city FROM employees", (0, "SELECT LOWER(city)")),
+    ("SELECT city FROM employees", (0, "SELECT UPPER(city)")),
+    ("SELECT city FROM employees", (0, "SELECT DISTINCT LOWER(city)")),
+    ("SELECT DISTINCT city FROM employees", (0, "SELECT UPPER(city)")),
+    ("SELECT DISTINCT city FROM employees", (0, "SELECT DISTINCT LOWER(city)")),
+    ("SELECT e.name, d.name FROM employees AS e JOIN departments AS d ON e.id = d.id", (0, "SELECT e.name, LOWER(d.name)")),
+    # joins: LEFT <-> inner, a shared column other than id
+    ("SELECT e.name, d.name FROM employees AS e JOIN departments AS d ON e.id = d.id",
+     (1, "LEFT JOIN departments AS d ON e.id = d.id")),
+    ("SELECT e.name, d.name FROM employees AS e LEFT JOIN departments AS d ON e.dept_id = d.id",
+     (1, "JOIN departments AS d ON e.dept_id = d.id")),
+    ("SELECT e.name, d.name FROM employees AS e JOIN departments AS d ON e.id = d.id",
+     (1, "JOIN departments AS d ON e.city = d.city")),
+    # one key of a multi-key ORDER BY
+    ("SELECT name FROM employees ORDER BY age DESC, salary DESC", (1, "ORDER BY age DESC, salary ASC")),
+])
+def test_distractor_operators_produce_the_intended_edit(suite, sql, edit):
+    hr = suite.specs["hr"]
+    got = se.rule_edits(sql, hr)
+    assert edit in got, got
+    assert edit in se.distractor_edits(sql, hr)
+
+
+@pytest.mark.parametrize("sql,absent", [
+    # the literal shift that equals the inclusivity flip on integers is not offered
+    ("SELECT name FROM employees WHERE age > 28", "age > 27"),
+    ("SELECT name FROM employees WHERE age >= 28", "age >= 29"),
+    ("SELECT name FROM employees WHERE age < 36", "age < 37"),
+    ("SELECT name FROM employees WHERE age <= 36", "age <= 35"),
+    ("SELECT name FROM employees WHERE age > 0", "age > -1"),
+    # no case folding of a numeric column, no LOWER(col) <-> UPPER(col) equivalents
+    ("SELECT age FROM employees", "SELECT LOWER(age)"),
+    ("SELECT name FROM employees WHERE LOWER(city) = 'accra'", "UPPER(city) = 'ACCRA'"),
+])
+def test_distractor_operators_avoid_equivalent_or_implausible_edits(suite, sql, absent):
+    assert absent not in {t for _, t in se.rule_edits(sql, suite.specs["hr"])}
+
+
+def test_the_ids_join_stays_a_repair_edit_not_a_distractor(suite):
+    sql, hr = "SELECT e.name, d.name FROM employees AS e JOIN departments AS d ON e.dept_id = d.id", suite.specs["hr"]
+    ids = (1, "JOIN departments AS d ON e.id = d.id")
+    assert ids in se.rule_edits(sql, hr) and ids not in se.distractor_edits(sql, hr)
+
+
+def test_count_distractors_keep_the_count_column_slip_first(suite):
+    # the error model's count_column slip takes the first ``SELECT COUNT(`` edit: the repair edit
+    hr = suite.specs["hr"]
+    counts = [t for _, t in se.rule_edits("SELECT COUNT(*) FROM employees", hr) if t.startswith("SELECT COUNT(")]
+    assert counts[0] == "SELECT COUNT(email)" and len(counts) > 1
+    # a table without nullable columns gets no COUNT(*) distractor at all (so that slip stays "none")
+    assert se.rule_edits("SELECT COUNT(*) FROM departments", hr) == []
+    # no COUNT(<non-nullable column>) from COUNT(col): it would be a second spelling of COUNT(*)
+    assert "SELECT COUNT(id)" not in {t for _, t in se.rule_edits("SELECT COUNT(email) FROM employees", hr)}
+
+
+def test_projection_case_fold_needs_a_schema():
+    assert "SELECT LOWER(city)" not in {t for _, t in se.rule_edits("SELECT city FROM employees")}
+
+
+def test_repair_edits_come_first_and_distractors_are_new(suite, corpus):
+    for sql, env in corpus:
+        for schema in (None, suite.specs[env]):
+            edits = se.rule_edits(sql, schema)
+            dis = se.distractor_edits(sql, schema)
+            assert edits[len(edits) - len(dis):] == dis  # distractors are the tail
+            assert not set(dis) & set(edits[:len(edits) - len(dis)])
+            assert len(set(edits)) == len(edits)  # no repeats
+            outcomes = [se.replace_unit(sql, i, t) for i, t in edits]
+            assert len(set(outcomes)) == len(outcomes)  # distinct resulting actions
+            assert se.normalize(sql) not in outcomes
+
+
+def test_rule_edits_memoised_but_returned_as_fresh_lists(suite):
+    sql, hr = "SELECT name FROM employees WHERE age > 28", suite.specs["hr"]
+    a = se.rule_edits(sql, hr)
+    a.clear()
+    assert se.rule_edits(sql, hr)  # the cached tuple is not mutated by a caller
+    assert se.rule_edits(sql, None) != se.rule_edits(sql, hr)  # keyed by the schema object too
+
+
+@settings(max_examples=150, deadline=None)
+@given(queries())
+def test_property_rule_edits_distinct_and_canonical(sql):
+    edits = se.rule_edits(sql)
+    assert len(set(edits)) == len(edits)
+    base = se.units(sql)
+    for i, text in edits:
+        assert text != base[i].text
+        assert se.units(se.replace_unit(sql, i, text))[i].text == text  # canonical print
