@@ -47,7 +47,9 @@ patterns noted under raw past records), carried by the domain's
 true one-unit fix, which it asks of the competence interface
 (:meth:`ScriptedDomain.true_fixes`); the remaining slots up to K are filled
 with *plausible distractors* — the domain's rule operators (which include
-edits beyond the inverses of the simulated slips), never the true fix. So on a
+edits beyond the inverses of the simulated slips) and, for a short action that
+offers fewer than K of them, second-order edits of the same unit — never the
+true fix. So on a
 failed draft that one unit edit can fix, the fix is among the K alternatives
 with probability ``p_propose_fix`` (a test measures it on every suite); a
 draft with two wrong units has no one-unit fix.
@@ -258,15 +260,46 @@ class ScriptedBackbone(TextBackbone):
         if wrong and rng.random() < c.p_propose_fix:
             i = rng.choice(wrong)
             lines.append(f"EDIT: REPLACE [{i}] WITH {fixes[i]}")
-        rules = ed.rule_edits(req.action, self.domain.env(req.task))
-        rng.shuffle(rules)
-        for i, text in rules:  # the remaining slots: plausible distractors, never the true fix
-            if len(lines) >= req.k:
-                break
-            if fixes.get(i) == text:
-                continue
+        for i, text in self._distractors(req, fixes, rng, req.k - len(lines)):
             lines.append(f"EDIT: REPLACE [{i}] WITH {text}")
         return "\n".join(lines)
+
+    def _distractors(self, req: AlternativesRequest, fixes: dict[int, str], rng: random.Random, n: int
+                     ) -> list[tuple[int, str]]:
+        """Up to ``n`` plausible wrong one-unit edits of ``req.action``, never a true fix: the domain's
+        rule operators first (shuffled), then — when an action offers fewer than ``n`` — second-order
+        edits of the same unit (a rule operator applied to a first-order edit), as a model asked for K
+        alternatives writes K even for a short action."""
+        ed = self.edits
+        env = self.domain.env(req.task)
+        try:
+            units = [u.text for u in ed.units(req.action)]
+        except EditError:
+            return []
+        first = ed.rule_edits(req.action, env)
+        rng.shuffle(first)
+        out: list[tuple[int, str]] = []
+        seen = {(i, t) for i, t in enumerate(units)}
+
+        def take(i: int, text: str) -> None:
+            if len(out) < n and (i, text) not in seen and fixes.get(i) != text:
+                seen.add((i, text))
+                out.append((i, text))
+
+        for i, text in first:
+            take(i, text)
+        if len(out) < n:
+            second = []
+            for i, text in first:
+                try:
+                    nxt = ed.replace_unit(req.action, i, text)
+                except EditError:
+                    continue
+                second += [(j, t2) for j, t2 in ed.rule_edits(nxt, env) if j == i]
+            rng.shuffle(second)
+            for i, text in second:
+                take(i, text)
+        return out
 
     # ------------------------------------------------------------------ Module II
     def _distil(self, req: DistilRequest) -> str:
