@@ -91,6 +91,8 @@ def _antipersist_config(args: argparse.Namespace):
     changes: dict = {}
     if args.seeds is not None:
         changes["seeds"] = tuple(args.seeds)
+    if getattr(args, "split_seeds", None) is not None:
+        changes["split_seeds"] = tuple(args.split_seeds)
     if args.iterations is not None:
         changes["iterations"] = args.iterations
     if args.tasks is not None:
@@ -191,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "--base-url/--model or CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL)")
     ar.add_argument("--base-url", default=None, help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
     ar.add_argument("--model", default=None, help="model name the server expects")
-    ar.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default: 42 43 44)")
+    ar.add_argument("--seeds", type=int, nargs="+", default=None, help="backbone seeds (default: 42 43 44)")
+    ar.add_argument("--split-seeds", type=int, nargs="+", default=None,
+                    help="build/train/eval split seeds, each a bootstrap cluster (default: 12345 1 2)")
     ar.add_argument("--config", default=None, help="an APConfig TOML file (see DIR/config.toml of a run)")
     ar.add_argument("--iterations", type=int, default=None, help="iterations K (default 10)")
     ar.add_argument("--tasks", "--tasks-per-iteration", dest="tasks", type=int, default=None,
@@ -199,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--max-tasks", type=int, default=None,
                     help="held-out tasks per iteration, spread over the split (default: all)")
     ar.add_argument("--workers", type=int, default=None,
-                    help="worker processes over (suite, row, seed) jobs (default: min(2, CPUs))")
+                    help="worker processes over (suite, split, row, seed) jobs (default: min(2, CPUs))")
     ar.add_argument("--quick", action="store_true",
                     help=f"{AP_QUICK.iterations} iterations × {AP_QUICK.tasks_per_iteration} tasks, "
                          f"{AP_QUICK.max_eval_tasks} held-out tasks, seed {' '.join(map(str, AP_QUICK.seeds))} "

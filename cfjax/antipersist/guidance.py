@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 from cfjax.config.antipersist import SynthesisConfig  # re-exported (moved to cfjax.config)
 from cfjax.llm.prompts import FACTUAL_NOTES_HEADER, LIMITS, parse_rule_lines, render_rule
-from cfjax.types import EditError, EditModel, MemoryText, Task
+from cfjax.types import EditError, EditModel, MemoryText, Task, contains_phrase
 
 __all__ = [
     "MODES", "HEADERS", "Attempt", "Trajectory", "Rule", "Guidance", "SynthesisConfig",
@@ -146,7 +146,7 @@ class Rule:
         return self.cue is None
 
     def applies_to(self, question: str) -> bool:
-        return self.cue is None or self.cue.lower() in question.lower()
+        return self.cue is None or contains_phrase(question, self.cue)
 
     def render(self) -> str:
         return render_rule(self.rule_id, self.cue, self.before, self.after)

@@ -55,6 +55,15 @@ def _coerce_embedding(x: Any) -> tuple[float, ...]:
     """
     if x is None or isinstance(x, (str, bytes, bytearray, Mapping)):
         raise TypeError(f"embedding must be a sequence of floats, not {type(x).__name__}")
+    # fast path (the protocol's case: an already coerced tuple, a list of floats or a float array):
+    # validated with one C-level pass, same result as the general path below
+    if type(x) in (tuple, list) and x and all(type(v) is float for v in x):
+        # a finite sum implies finite terms (an inf or nan term makes the sum inf or nan); an
+        # overflowing sum of finite terms is checked term by term
+        if math.isfinite(sum(x)) or all(math.isfinite(v) for v in x):
+            return tuple(x)
+    if isinstance(x, np.ndarray) and x.ndim == 1 and x.dtype.kind == "f" and x.size and np.isfinite(x).all():
+        return tuple(x.tolist())
     if isinstance(x, np.ndarray):
         if x.ndim != 1 or x.dtype.kind not in "fiu":
             raise TypeError(f"embedding must be a 1-D real array, got shape {x.shape} dtype {x.dtype}")

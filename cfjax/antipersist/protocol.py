@@ -20,6 +20,27 @@ fixed_<mode>       anti-persistence with one fixed synthesis mode (mode-selectio
 random_mode        anti-persistence with a uniformly random mode
 ================== ==================================================================
 
+Mode selection (§3.2 Eq. 3, App. B.4). *Training* tasks use the paper's
+selector with every safeguard — round-robin in the first 3 iterations, the
+W_init warm-up, ε-greedy, the ρ fallback and the UCB bonus of Eq. 3
+(:func:`make_selector`, :func:`cfjax.kernels.bandit.select_mode`).
+*Held-out evaluation* is frozen and greedy (:func:`make_greedy_selector`):
+the modes of every held-out task are chosen at once from one snapshot of
+the frozen outcome log, by the same neighbourhood and recency-weighted
+estimate ``r̂(μ|τ)`` of Eq. 3 but *without* the exploration bonus, without
+round-robin, warm-up or ε, and nothing is appended to any log (the paper,
+§3.2: "evaluation leaves both stores unchanged"; App. D.1: held-out
+episodes never update ``L_k``). Greedy rule: if the neighbourhood is empty
+or its mean similarity is below ρ, or no mode has positive weight in it,
+the global-best mode (the kernel's FALLBACK branch: highest unweighted mean
+reward over the whole log); otherwise ``argmax_μ r̂(μ|τ)`` over the modes
+with positive weight (an unsupported mode has no estimate and is never
+picked by the local branch; ties to the lowest mode index). The paper does
+not say whether its exploration overrides apply to held-out tasks; greedy,
+frozen evaluation is our reading of "evaluated with every store frozen" (an
+exploring evaluation measures the exploration schedule — near-uniform mode
+frequencies — not the learned choice).
+
 The method is domain- and backbone-agnostic: it knows a domain only through
 an injected :class:`~cfjax.types.EditModel` and a :class:`~cfjax.types.World`,
 and a model only as a :class:`~cfjax.types.Backbone`. Every task runs through
@@ -47,15 +68,17 @@ synthesis), for every backbone.
 
 from __future__ import annotations
 
-import gc
+import functools
 import random
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from cfjax.antipersist.guidance import (MODES, Attempt, Guidance, Rule, Trajectory, compose_memory,
@@ -65,11 +88,18 @@ from cfjax.antipersist.outcome_log import OutcomeLog
 from cfjax.config.antipersist import APConfig  # re-exported (moved to cfjax.config)
 from cfjax.infra.ledger import Ledger
 from cfjax.kernels import bandit as bk
+from cfjax.kernels._base import masked_argmax
 from cfjax.loop import Episode, draft_once, run_episode
 from cfjax.types import Backbone, EditModel, MemoryText, Task, World
 
 __all__ = ["ROWS", "APConfig", "MethodState", "IterationResult", "TaskRecord", "run_method", "run_task",
-           "new_state", "reproduced_errors", "task_memory", "make_selector"]
+           "new_state", "reproduced_errors", "task_memory", "make_selector", "make_greedy_selector", "greedy_mode",
+           "GreedyDecision", "EvalChoice", "eval_decisions", "TRAIN_BRANCHES", "EVAL_BRANCHES"]
+
+#: names of the training selector's branch codes (:data:`cfjax.kernels.bandit.BRANCH_NAMES`)
+TRAIN_BRANCHES = bk.BRANCH_NAMES
+#: names of the greedy evaluation selector's branch codes (a subset of the kernel's codes)
+EVAL_BRANCHES = {bk.FALLBACK: "fallback", bk.KNN_UCB: "knn_greedy"}
 
 ROWS = ("no_memory", "anti_persistence", "trajectory_memory", "abstraction_memory", "joint_memory", "persist_guidance",
         "fixed_imitation", "fixed_strategic", "fixed_corrective", "random_mode")
@@ -88,10 +118,10 @@ class MethodState:
     updates: int = 0  # training-task updates so far (k of the outcome log's skip rule)
 
     def log_arrays(self, capacity: int, dim: int):
-        """The outcome log as bandit-kernel arrays, rebuilt only when the log grew."""
+        """The outcome log as bandit-kernel arrays (device arrays), rebuilt only when the log grew."""
         n = len(self.log)  # type: ignore[arg-type]
         if getattr(self, "_arrays_n", None) != n:
-            self._arrays = self.log.as_arrays(capacity, dim)  # type: ignore[union-attr]
+            self._arrays = jax.device_put(self.log.as_arrays(capacity, dim))  # type: ignore[union-attr]
             self._arrays_n = n
         return self._arrays
 
@@ -117,32 +147,120 @@ class TaskRecord:
     success: bool
     exec_calls: int  # decisions of the episode (one draft call + one evaluation each)
     synth_calls: int
-    branch: int | None = None
+    branch: str | None = None  # which selector branch chose the mode (bandit rows; TRAIN_/EVAL_BRANCHES)
     tokens: int = 0
     applied: int = 0  # rules the backbone said it followed, over the episode
 
 
+@functools.lru_cache(maxsize=8)
 def make_selector(cfg: bk.BanditConfig):
-    """The jitted single-task KNN-UCB mode selector (:func:`cfjax.kernels.bandit.make_knn_ucb`)."""
+    """The jitted single-task KNN-UCB mode selector of *training* (:func:`cfjax.kernels.bandit.make_knn_ucb`:
+    Eq. 3 with round-robin, W_init warm-up, ε-greedy and the ρ fallback). One per config and process, so
+    the jobs a worker runs share its compilation."""
     return jax.jit(bk.make_knn_ucb(cfg).select_one)
+
+
+class GreedyDecision(NamedTuple):
+    """One frozen, greedy evaluation decision (:func:`greedy_mode`)."""
+
+    mode: jnp.ndarray  # i32[] chosen mode
+    branch: jnp.ndarray  # i32[] bk.FALLBACK or bk.KNN_UCB (here: the greedy local branch)
+    r_hat: jnp.ndarray  # f32[M] r̂(μ|τ) of Eq. 3 (0 where unsupported)
+    supported: jnp.ndarray  # bool[M] Σ_{μ_i=μ} w_i > 0 in the neighbourhood
+    global_mean: jnp.ndarray  # f32[M] unweighted mean reward per mode over the whole log
+    neighbourhood_sim: jnp.ndarray  # f32[] mean similarity over the neighbourhood (0 if empty)
+
+
+def greedy_mode(log: bk.OutcomeLogArrays, query: jax.Array, cfg: bk.BanditConfig) -> GreedyDecision:
+    """The held-out (frozen, greedy) mode decision for one task (module docstring).
+
+    Eq. 3 without its exploration term: ``argmax_μ r̂(μ|τ)`` over the modes with positive weight in
+    the top-B̂ neighbourhood (:func:`cfjax.kernels.bandit.local_estimates`, the same similarity,
+    neighbourhood and recency weights as training), or the global-best mode when the neighbourhood is
+    empty, its mean similarity is below ρ (App. B.3/B.4) or no mode is supported. No round-robin,
+    warm-up, ε or UCB bonus; a pure function of the frozen log and the query.
+    """
+    est = bk.local_estimates(log, query, cfg)
+    valid = jnp.asarray(log.valid).astype(bool)
+    in_log = (jnp.asarray(log.mode).astype(jnp.int32)[:, None] == jnp.arange(bk.N_MODES)[None, :]) & valid[:, None]
+    g_count = jnp.sum(in_log, axis=0)
+    g_sum = jnp.sum(jnp.where(in_log, jnp.asarray(log.reward, jnp.float32)[:, None], 0.0), axis=0)
+    g_mean = g_sum / jnp.maximum(g_count, 1).astype(jnp.float32)
+    global_best = masked_argmax(g_mean, g_count > 0)
+    supported = est.weight_sum > 0
+    local = masked_argmax(est.r_hat, supported)
+    fallback = (est.n_neighbours == 0) | (est.mean_sim < jnp.asarray(cfg.rho, jnp.float32)) | ~jnp.any(supported)
+    mode = jnp.where(fallback, global_best, local).astype(jnp.int32)
+    branch = jnp.where(fallback, jnp.int32(bk.FALLBACK), jnp.int32(bk.KNN_UCB))
+    return GreedyDecision(mode, branch, est.r_hat, supported, g_mean, est.mean_sim)
+
+
+@functools.lru_cache(maxsize=8)
+def make_greedy_selector(cfg: bk.BanditConfig):
+    """The jitted *evaluation* selector: :func:`greedy_mode` vmapped over a batch of queries that share
+    one frozen log, ``(log, queries f32[T, d]) -> GreedyDecision[T]``. One per config and process."""
+    return jax.jit(jax.vmap(functools.partial(greedy_mode, cfg=cfg), in_axes=(None, 0)))
 
 
 def _uses_bandit(row: str) -> bool:
     return row in ("anti_persistence", "persist_guidance")
 
 
-def _select(state: MethodState, row: str, task: Task, query: np.ndarray, *, iteration: int, position: int,
-            rng: random.Random, cfg: APConfig, selector) -> tuple[str, int | None]:
+def _fixed_mode(row: str, rng: random.Random) -> str | None:
+    """The mode of a row that does not select one from the log (None for the bandit rows)."""
     if row in ("no_memory", "trajectory_memory", "abstraction_memory", "joint_memory"):
-        return "none", None
+        return "none"
     if row.startswith("fixed_"):
-        return row[len("fixed_"):], None
+        return row[len("fixed_"):]
     if row == "random_mode":
-        return MODES[rng.randrange(len(MODES))], None
+        return MODES[rng.randrange(len(MODES))]
+    return None
+
+
+class EvalChoice(NamedTuple):
+    """A held-out task's greedy mode, the branch that chose it and its mean neighbourhood similarity."""
+
+    mode: str
+    branch: str
+    sim: float
+
+
+#: held-out decisions are taken in chunks of this many queries (the last one padded), so the greedy
+#: selector compiles once per log shape whatever the number of held-out tasks
+EVAL_CHUNK = 64
+
+
+def eval_decisions(state: MethodState, tasks: Sequence[Task], cfg: APConfig) -> list[EvalChoice]:
+    """Frozen, greedy held-out modes of a bandit row: every task decided from one snapshot of the log
+    (:func:`make_greedy_selector`). Reads the log, writes nothing."""
+    if not tasks:
+        return []
+    queries = np.stack([state.trajectories.query(t) for t in tasks]).astype(np.float32)
+    arrays = state.log_arrays(cfg.log_capacity, queries.shape[1])
+    select = make_greedy_selector(cfg.bandit)
+    out: list[EvalChoice] = []
+    for start in range(0, len(tasks), EVAL_CHUNK):
+        q = queries[start:start + EVAL_CHUNK]
+        n = q.shape[0]
+        if n < EVAL_CHUNK:
+            q = np.concatenate([q, np.zeros((EVAL_CHUNK - n, q.shape[1]), np.float32)])
+        d = select(arrays, q)
+        modes, branches, sims = (np.asarray(x)[:n] for x in (d.mode, d.branch, d.neighbourhood_sim))
+        out += [EvalChoice(MODES[int(m)], EVAL_BRANCHES[int(b)], float(x)) for m, b, x in zip(modes, branches, sims)]
+    return out
+
+
+def _select(state: MethodState, row: str, task: Task, query: np.ndarray, *, iteration: int, position: int,
+            rng: random.Random, cfg: APConfig, selector, train: bool) -> tuple[str, str | None]:
+    mode = _fixed_mode(row, rng)
+    if mode is not None:
+        return mode, None
+    if not train:
+        return eval_decisions(state, [task], cfg)[0][:2]
     arrays = state.log_arrays(cfg.log_capacity, query.shape[0])
-    key = jax.random.PRNGKey(rng.randrange(2**31))
+    key = np.array([0, rng.randrange(2**31)], np.uint32)  # = jax.random.PRNGKey(seed), without its dispatch
     d = selector(arrays, query, iteration, position, key)
-    return MODES[int(d.mode)], int(d.branch)
+    return MODES[int(d.mode)], TRAIN_BRANCHES[int(d.branch)]
 
 
 @dataclass
@@ -203,8 +321,14 @@ def task_memory(task: Task, state: MethodState, mode: str, *, edits: EditModel, 
 
 def run_task(task: Task, state: MethodState, *, backbone: Backbone, world: World, edits: EditModel, cfg: APConfig,
              iteration: int, position: int, episode: int, rng: random.Random, train: bool, selector,
-             ledger: Ledger | None = None, on_guidance: Callable[[Guidance], None] | None = None) -> TaskRecord:
+             ledger: Ledger | None = None, on_guidance: Callable[[Guidance], None] | None = None,
+             decision: tuple[str, str | None] | None = None) -> TaskRecord:
     """One task under one method: select a mode, build its memory, run the agent loop, (training) record.
+
+    ``train=True``: the training selector (``selector``, with exploration) and the task is learned
+    from. ``train=False`` (held-out): a bandit row's mode is greedy from the frozen log
+    (:func:`eval_decisions`; ``decision`` passes one precomputed from the same snapshot) and nothing
+    is written anywhere.
 
     Synthesized guidance lives only inside this call: it is rendered into the
     backbone's ``DraftRequest.memory``, its id and flag go into provenance
@@ -212,8 +336,11 @@ def run_task(task: Task, state: MethodState, *, backbone: Backbone, world: World
     persists it).
     """
     query = state.trajectories.query(task)
-    mode, branch = _select(state, state.row, task, query, iteration=iteration, position=position, rng=rng, cfg=cfg,
-                           selector=selector)
+    if decision is not None and _uses_bandit(state.row):
+        mode, branch = decision[0], decision[1]
+    else:
+        mode, branch = _select(state, state.row, task, query, iteration=iteration, position=position, rng=rng,
+                               cfg=cfg, selector=selector, train=train)
     ctx = task_memory(task, state, mode, edits=edits, cfg=cfg, episode=episode, rng=rng, query=query,
                       iteration=iteration, train=train, on_guidance=on_guidance)
     ep = run_episode(task, world=world, edits=edits, ledger=ledger if ledger is not None else Ledger("task"),
@@ -244,7 +371,7 @@ def _note_synthesis(state: MethodState, g: Guidance, iteration: int, train: bool
 def _learn(state: MethodState, task: Task, traj: Trajectory, mode: str, synth_calls: int, query: np.ndarray,
            cfg: APConfig, edits: EditModel, rng: random.Random, iteration: int) -> None:
     if state.log is not None:
-        state.log.record(task.task_id, task.domain, task.question, query.tolist(), mode, traj.success, synth_calls,
+        state.log.record(task.task_id, task.domain, task.question, query, mode, traj.success, synth_calls,
                          update_index=state.updates, lam=cfg.bandit.lam)
     if state.row not in ("abstraction_memory", "no_memory"):
         state.trajectories.add(traj, task)
@@ -260,15 +387,23 @@ def _learn(state: MethodState, task: Task, traj: Trajectory, mode: str, synth_ca
     state.updates += 1
 
 
-def new_state(row: str, log_path: Path | None) -> MethodState:
+def new_state(row: str, log_path: Path | None, cfg: APConfig | None = None) -> MethodState:
+    """A row's empty stores: the embedding text, type filter and log durability from ``cfg`` (defaults)."""
     if row not in ROWS:
         raise ValueError(f"unknown row {row!r}; choose from {ROWS}")
+    cfg = cfg or APConfig()
     needs_abs = row in ("abstraction_memory", "joint_memory", "persist_guidance")
-    log = OutcomeLog(log_path) if (_uses_bandit(row) and log_path is not None) else None
+    log = (OutcomeLog(log_path, durability=cfg.log_durability)
+           if (_uses_bandit(row) and log_path is not None) else None)
     if _uses_bandit(row) and log is None:
         raise ValueError(f"row {row!r} needs an outcome-log path")
-    return MethodState(row, TrajectoryMemory(), log, AbstractionStore() if needs_abs else None,
-                       TrajectoryMemory() if row in ("abstraction_memory", "joint_memory") else None)
+
+    def mem() -> TrajectoryMemory:
+        return TrajectoryMemory(text=cfg.embed_text, type_filter=cfg.type_filter)
+
+    return MethodState(row, mem(), log,
+                       AbstractionStore(text=cfg.embed_text, type_filter=cfg.type_filter) if needs_abs else None,
+                       mem() if row in ("abstraction_memory", "joint_memory") else None)
 
 
 @dataclass
@@ -279,21 +414,27 @@ class IterationResult:
     synth_calls_per_task: float
     mode_freq: dict[str, float]  # held-out mode frequencies
     train_mode_freq: dict[str, float]
-    branches: dict[str, int]
+    branches: dict[str, int]  # held-out selector branches (bandit rows): fallback / knn_greedy
     tokens_per_task: float = 0.0  # backbone tokens per held-out task (the ledger's count)
     applied_per_task: float = 0.0  # guidance rules the backbone said it followed, per held-out task
     solved: dict[str, bool] = field(default_factory=dict)  # held-out task id → solved (analysis)
+    train_branches: dict[str, int] = field(default_factory=dict)  # training selector branches (bandit rows)
+    eval_sims: list[float] = field(default_factory=list)  # held-out mean neighbourhood similarity per task
 
 
 def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: Sequence[Task], backbone: Backbone,
                world: World, edits: EditModel, cfg: APConfig, out_dir: Path, selector=None,
                progress: Callable[[str, int], object] | None = None,
                on_eval: Callable[[MethodState], None] | None = None) -> tuple[list[IterationResult], MethodState]:
-    """K iterations of one row for one seed (§4.1 protocol) with any backbone, world and edit model."""
+    """K iterations of one row for one seed (§4.1 protocol) with any backbone, world and edit model.
+
+    Each iteration trains on its sample (the paper's selector, with exploration, for the bandit rows),
+    then freezes every store and evaluates the held-out tasks: a bandit row's modes are chosen greedily
+    from one snapshot of the frozen log (:func:`eval_decisions`) and nothing is written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / f"{row}.outcomes.jsonl"
     log_path.unlink(missing_ok=True)
-    state = new_state(row, log_path if _uses_bandit(row) else None)
+    state = new_state(row, log_path if _uses_bandit(row) else None, cfg)
     selector = selector or make_selector(cfg.bandit)
     results = []
     bar = progress(f"{row} seed {seed}", cfg.iterations) if progress else None
@@ -302,26 +443,26 @@ def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: S
         sample = sample_rng.sample(list(train_pool), min(cfg.tasks_per_iteration, len(train_pool)))
         rng = random.Random(zlib.crc32(f"{row}/{seed}/{it}".encode()))  # stable across processes
         train_modes: Counter = Counter()
+        train_branches: Counter = Counter()
         train_ledger = Ledger("train")
         for pos, task in enumerate(sample):
             rec = run_task(task, state, backbone=backbone, world=world, edits=edits, cfg=cfg, iteration=it,
                            position=pos, episode=seed * 10_000_000 + it * 10_000 + pos, rng=rng, train=True,
                            selector=selector, ledger=train_ledger)
             train_modes[rec.mode] += 1
+            if rec.branch is not None:
+                train_branches[rec.branch] += 1
         state.freeze()
         if on_eval is not None:
             on_eval(state)
+        choices = eval_decisions(state, eval_tasks, cfg) if _uses_bandit(row) else [None] * len(eval_tasks)
         recs = []
-        branches: Counter = Counter()
         eval_rng = random.Random(seed * 7919 + it)
         eval_ledger = Ledger("eval")
-        for i, task in enumerate(eval_tasks):
-            rec = run_task(task, state, backbone=backbone, world=world, edits=edits, cfg=cfg, iteration=it,
-                           position=i, episode=900_000_000 + seed * 100_000 + i, rng=eval_rng, train=False,
-                           selector=selector, ledger=eval_ledger)
-            recs.append(rec)
-            if rec.branch is not None:
-                branches[str(rec.branch)] += 1
+        for i, (task, choice) in enumerate(zip(eval_tasks, choices)):
+            recs.append(run_task(task, state, backbone=backbone, world=world, edits=edits, cfg=cfg, iteration=it,
+                                 position=i, episode=900_000_000 + seed * 100_000 + i, rng=eval_rng, train=False,
+                                 selector=selector, ledger=eval_ledger, decision=choice))
         if on_eval is not None:
             on_eval(state)
         state.unfreeze()
@@ -331,12 +472,12 @@ def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: S
             it + 1, 100.0 * sum(r.success for r in recs) / n,
             sum(r.exec_calls + r.synth_calls for r in recs) / n, sum(r.synth_calls for r in recs) / n,
             {m: modes[m] / n for m in MODES}, {m: train_modes[m] / max(len(sample), 1) for m in MODES},
-            dict(branches), eval_ledger.total.tokens / n, sum(r.applied for r in recs) / n,
-            {r.task_id: bool(r.success) for r in recs}))
+            dict(Counter(r.branch for r in recs if r.branch is not None)), eval_ledger.total.tokens / n,
+            sum(r.applied for r in recs) / n, {r.task_id: bool(r.success) for r in recs}, dict(train_branches),
+            [c.sim for c in choices if c is not None]))
         if bar is not None:
             bar.update(1)
             bar.set_postfix_str(f"held-out {results[-1].success:.1f}")
-        gc.collect()
     if bar is not None:
         bar.close()
     return results, state

@@ -6,7 +6,7 @@ new frozen config::
 
     cfg = quick(CounterMemConfig())      # seeds (0,), split (12345,), 200 decisions, checkpoints (0, 8, 16, 32)
     max_tasks = QUICK.max_tasks          # 16 tasks per split (a run argument, not a config field)
-    ap = quick(APConfig())               # 3 iterations × 20 tasks, 40 held-out tasks, seed 42
+    ap = quick(APConfig())               # 3 iterations × 20 tasks, 40 held-out tasks, seed 42, split 12345
 """
 
 from __future__ import annotations
@@ -52,11 +52,12 @@ class APQuick:
     tasks_per_iteration: int = 20  # APConfig.tasks_per_iteration (§4.1: 50)
     max_eval_tasks: int = 40  # APConfig.max_eval_tasks (default 0 = the whole held-out split)
     seeds: tuple[int, ...] = (42,)  # APConfig.seeds (default 42 43 44)
+    split_seeds: tuple[int, ...] = (12345,)  # APConfig.split_seeds (default 12345 1 2)
 
     def apply(self, cfg: APConfig) -> APConfig:
-        """``cfg`` with this preset's iterations, tasks and seeds."""
+        """``cfg`` with this preset's iterations, tasks, seeds and split seeds."""
         return dataclasses.replace(cfg, iterations=self.iterations, tasks_per_iteration=self.tasks_per_iteration,
-                                   max_eval_tasks=self.max_eval_tasks, seeds=self.seeds)
+                                   max_eval_tasks=self.max_eval_tasks, seeds=self.seeds, split_seeds=self.split_seeds)
 
 
 QUICK = CounterMemQuick()

@@ -24,8 +24,9 @@ from cfjax.llm import prompts
 from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedBackbone, ScriptedConfig
 from cfjax.types import DraftRequest, answer_key_guard
 
-CFG = dataclasses.replace(APConfig(), iterations=2, tasks_per_iteration=12, seeds=(42,))
-TINY = dataclasses.replace(APConfig(), iterations=2, tasks_per_iteration=8, max_eval_tasks=10, seeds=(42,))
+CFG = dataclasses.replace(APConfig(), iterations=2, tasks_per_iteration=12, seeds=(42,), split_seeds=(12345,))
+TINY = dataclasses.replace(APConfig(), iterations=2, tasks_per_iteration=8, max_eval_tasks=10, seeds=(42,),
+                           split_seeds=(12345,))
 
 
 @pytest.fixture(scope="module")
@@ -258,8 +259,8 @@ def test_rows_and_unknown_row():
 
 
 def test_config_round_trips_through_toml(tmp_path):
-    cfg = dataclasses.replace(APConfig(), seeds=(1, 2), max_eval_tasks=7,
-                              synthesis=SynthesisConfig(p_overgeneral=0.2))
+    cfg = dataclasses.replace(APConfig(), seeds=(1, 2), split_seeds=(3, 12345), max_eval_tasks=7, embed_text="paper",
+                              type_filter=False, log_durability="fsync", synthesis=SynthesisConfig(p_overgeneral=0.2))
     save_toml(cfg, tmp_path / "ap.toml")
     assert load_toml(APConfig, tmp_path / "ap.toml") == cfg
 
@@ -284,7 +285,7 @@ def test_every_suite_runs_without_reading_an_answer_key(name, tmp_path):
     assert json.loads((tmp_path / name / "results.json").read_text())["suite"] == name
     assert name in (tmp_path / "report.txt").read_text()
     assert load_toml(APConfig, tmp_path / "config.toml") == TINY
-    logged = (tmp_path / name / "seed_42" / "anti_persistence.outcomes.jsonl").read_text().splitlines()
+    logged = (tmp_path / name / "split_12345" / "seed_42" / "anti_persistence.outcomes.jsonl").read_text().splitlines()
     types = {json.loads(ln)["task_type"] for ln in logged}
     assert types and types <= {"sql", "python", "sat", "smt"}  # Task.domain, not a family
 
@@ -313,16 +314,19 @@ def test_openai_backbone_through_the_cli_against_a_loopback_server(suite, tmp_pa
     from cfjax.cli import main
     from tests.llm_server import FakeLLMServer
 
+    conf = tmp_path / "one_split.toml"
+    save_toml(dataclasses.replace(APConfig(), split_seeds=(12345,)), conf)  # one split keeps the test small
     with FakeLLMServer(_canned_ap(suite)) as srv:
         rc = main(["antipersist", "run", "--suite", "sql", "--backbone", "openai", "--base-url", srv.base_url,
                    "--model", srv.model, "--rows", "fixed_imitation", "trajectory_memory", "--iterations", "2",
-                   "--tasks", "10", "--max-tasks", "6", "--seeds", "42", "--workers", "1", "--out", str(tmp_path)])
+                   "--tasks", "10", "--max-tasks", "6", "--seeds", "42", "--workers", "1", "--config", str(conf),
+                   "--out", str(tmp_path / "out")])
         seen = srv.prompts
     assert rc == 0
     assert all("Write one action that answers the task" in p for p in seen)  # only DRAFT_ACTION calls
     assert any("### Guidance synthesized for this task" in p and "\nRULE " in p for p in seen)
     assert any("### Records of similar past tasks" in p for p in seen)
-    res = json.loads((tmp_path / "results.json").read_text())
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["backbone"].startswith("LLM ") and "scripted" not in res["backbone"]
     rows = res["suites"]["sql"]["rows"]
     assert all(0 <= v["final_success"] <= 100 for v in rows.values())
@@ -340,7 +344,11 @@ def test_parallel_run_equals_serial(tmp_path):
     rows = ("anti_persistence", "abstraction_memory")
     a = run_all(tmp_path / "serial", suites=("sql",), rows=rows, cfg=cfg, workers=1, log=lambda s: None)
     b = run_all(tmp_path / "parallel", suites=("sql",), rows=rows, cfg=cfg, workers=2, log=lambda s: None)
-    assert a["suites"]["sql"]["jobs"] == b["suites"]["sql"]["jobs"]
+    def untimed(jobs):
+        return [{k: v for k, v in j.items() if k != "profile"} for j in jobs]
+
+    assert untimed(a["suites"]["sql"]["jobs"]) == untimed(b["suites"]["sql"]["jobs"])
+    assert a["outcomes"] == b["outcomes"]
     res = json.loads((tmp_path / "serial" / "results.json").read_text())
     assert res["backbone"].startswith("scripted backbone")
     assert set(res["suites"]["sql"]["rows"]) == set(rows)

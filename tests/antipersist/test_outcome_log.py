@@ -457,3 +457,21 @@ def test_sigkill_during_fsync_appends_keeps_a_prefix(tmp_path: Path) -> None:
     assert final.entries == [expected[i] for i in range(n_prev)] + [_expected(n_prev, _DIM)]
     assert final.timestamps == list(range(n_prev + 1))
     assert len(warned) == final.n_malformed <= 6 and n_prev > 0
+
+
+def test_embedding_fast_path_validates_like_the_general_path() -> None:
+    """The protocol hands the log float32 arrays and lists of floats; the fast path keeps every check."""
+    from cfjax.antipersist.outcome_entry import _coerce_embedding
+
+    v = np.array([0.1, -0.25, 3.0], np.float32)
+    assert _coerce_embedding(v) == tuple(v.tolist()) and all(type(x) is float for x in _coerce_embedding(v))
+    assert _coerce_embedding([1.0, 2.0]) == (1.0, 2.0) and _coerce_embedding((1.0,)) == (1.0,)
+    assert _coerce_embedding([1e308, 1e308]) == (1e308, 1e308)  # the sum overflows, the terms are finite
+    for bad in ([1.0, float("inf")], [float("nan"), 1.0], np.array([1.0, np.inf]), [1.0, float("-inf"), float("inf")]):
+        with pytest.raises(ValueError, match="not finite"):
+            _coerce_embedding(bad)
+    for bad in ([1.0, True], [1.0, "2"], np.array([[1.0]])):
+        with pytest.raises(TypeError):
+            _coerce_embedding(bad)
+    with pytest.raises(ValueError, match="empty"):
+        _coerce_embedding([])

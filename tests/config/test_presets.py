@@ -34,6 +34,7 @@ def test_countermem_quick_values():
 def test_antipersist_quick_values():
     cfg = quick(APConfig())
     assert (cfg.iterations, cfg.tasks_per_iteration, cfg.max_eval_tasks, cfg.seeds) == (3, 20, 40, (42,))
+    assert cfg.split_seeds == (12345,)
     assert cfg.bandit == APConfig().bandit and cfg.synthesis == APConfig().synthesis
 
 
