@@ -249,7 +249,6 @@ class ScriptedBackbone(TextBackbone):
     # ------------------------------------------------------------------ Module I
     def _alternatives(self, req: AlternativesRequest) -> str:
         c = self.config
-        ed = self.edits
         rng = self._rng("alternatives", req.task.task_id, req.episode, req.action)
         lines: list[str] = []
         try:
