@@ -62,6 +62,7 @@ import numpy as np
 from cfjax.antipersist.guidance import MODES
 from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_method
 from cfjax.experiments.common import finite, spread
+from cfjax.infra.cache import CachedWorld
 from cfjax.experiments.countermem import BackboneSpec
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.infra.io import atomic_write_bytes, atomic_write_text
@@ -94,7 +95,7 @@ class APJob:
 
 # --------------------------------------------------------------------------- one job
 
-class SharedWorld:
+class SharedWorld(CachedWorld):
     """A memoising world whose cache the worker processes of one run share (a SQLite file, WAL mode).
 
     Like :class:`~cfjax.infra.cache.CachedWorld` — which it extends across processes — it relies on
@@ -108,9 +109,8 @@ class SharedWorld:
     def __init__(self, world, path: str) -> None:
         import sqlite3
 
-        self.world, self.path = world, path
-        self.hits = self.misses = 0
-        self._local: dict[tuple[str, str], object] = {}
+        super().__init__(world)
+        self.path = path
         self._db = sqlite3.connect(path, timeout=120, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=OFF")
@@ -118,21 +118,19 @@ class SharedWorld:
                          "PRIMARY KEY (task, action))")
 
     def evaluate(self, task, action: str):
+        """:meth:`CachedWorld.evaluate`, with the other processes' completed checks read in first and
+        this process's new ones written out."""
         from cfjax.types import Outcome
 
         key = (task.task_id, action.strip())
-        hit = self._local.get(key)
-        if hit is None:
+        if key not in self._cache:
             row = self._db.execute("SELECT value FROM outcome WHERE task = ? AND action = ?", key).fetchone()
             if row is not None:
-                hit = self._local[key] = Outcome(*json.loads(row[0]))
-        if hit is not None:
-            self.hits += 1
-            return hit
-        self.misses += 1
-        out = self.world.evaluate(task, action)
-        if out.completed:
-            self._local[key] = out
+                with self._lock:
+                    self._cache[key] = Outcome(*json.loads(row[0]))
+        misses = self.misses
+        out = super().evaluate(task, action)
+        if self.misses > misses and out.completed:
             value = json.dumps([out.score, out.solved, out.completed, out.feedback, out.error, out.elapsed_s])
             self._db.execute("INSERT OR IGNORE INTO outcome VALUES (?, ?, ?)", (*key, value))
         return out
@@ -149,7 +147,6 @@ def _open(name: str, root: str, cache: str = ""):
     got = _OPEN.get((name, root, cache))
     if got is None:
         from cfjax.domains import open_suite
-        from cfjax.infra.cache import CachedWorld
 
         suite = open_suite(name, root)
         raw = suite.world()
