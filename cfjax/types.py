@@ -215,6 +215,9 @@ class Outcome:
       error: short machine-readable error kind or ``None``
         (``"sql_error"``, ``"forbidden"``, ``"timeout"``, ``"too_many_rows"``, ...).
       elapsed_s: wall-clock seconds spent in the check.
+      sandbox_missing: the OS isolation layers (:data:`cfjax.sandbox.LAYERS`) that were *not*
+        active for a check that ran untrusted code (empty when all were, or when the world runs
+        no code in a sandbox).
     """
 
     score: float
@@ -223,6 +226,7 @@ class Outcome:
     feedback: str
     error: str | None = None
     elapsed_s: float = 0.0
+    sandbox_missing: tuple[str, ...] = ()
 
 
 

@@ -2,44 +2,52 @@
 
 Invocation (by :class:`~cfjax.domains.python.world.PytestWorld` only)::
 
-    python -S -s -P -B _harness.py MODE WORKDIR MEM_BYTES CPU_S FSIZE_BYTES NOFILE   (MODE = harness)
-    python    -s -P -B _harness.py pytest WORKDIR ...                                 (real pytest)
+    python -S -s -P -B _harness.py harness WORKDIR MEM_BYTES CPU_S FSIZE_BYTES NOFILE
+    python    -s -P -B _harness.py pytest  WORKDIR ...                      (real pytest)
 
-with the working directory ``WORKDIR`` holding ``solution.py`` (the candidate)
-and ``test_task.py`` (a copy of the task's tests), and one line on stdin: the
-per-run nonce. The verdict is written to stdout as one line
+with the working directory ``WORKDIR`` holding ``solution.py`` (the candidate;
+in pytest mode also ``test_task.py``), and on stdin one JSON message from the
+parent: ``nonce``, ``sandbox`` (the OS-layer spec of :mod:`cfjax.sandbox._layers`
+or null), and in harness mode ``function``, ``cases`` (``[name, arguments as a
+tuple literal]``) and ``audit``. Its report is written to stdout as one line
 ``<nonce> <repr of a dict of plain values>``, which the parent reads with
 :func:`ast.literal_eval`; every other output is ignored.
 
 Order of events (everything before step 6 is trusted code):
 
+0. the message is read to EOF, fd 0 is closed and re-opened on /dev/null; the
+   OS layers are entered (namespaces, private root, PID namespace, non-root
+   uid, ``no_new_privs``, Landlock, seccomp — whatever the machine allows);
 1. resource limits (address space, CPU seconds, file size, open files,
    processes, core dumps) — soft = hard, so they cannot be raised again;
-2. the nonce is read from fd 0, fd 0 is closed and re-opened on /dev/null;
-3. both sources are read and compiled; a private copy of the builtins is taken
-   for the harness itself (``__builtins__`` of this module) and for the tests;
+2. the report writer keeps a private duplicate of stdout; fd 1 becomes /dev/null;
+3. the candidate is read and compiled; each case's arguments are built with
+   :func:`ast.literal_eval`;
 4. ``sys.modules['__main__']`` is replaced by an empty module, modules whose
    only use here would be introspection (``_signal``, ``gc``...) are dropped
    from ``sys.modules``, unaudited primitives (``posix.mkfifo``, ``mknod``,
    ``_thread.start_new_thread``) are removed;
 5. the audit hook is installed (``sys.addaudithook``; it cannot be removed);
-6. the candidate is executed as module ``solution``, the tests as a module that
-   is *not* in ``sys.modules`` with their own builtins, and every ``test*``
-   function is called in definition order with per-test exception capture.
+6. the candidate is executed as module ``solution`` and its function called on
+   each case's arguments, with per-case exception capture. The report holds,
+   per case, the value (encoded: exact built-in types only, bounded) or the
+   exception (the built-in classes it derives from, its type name and
+   message). It holds no verdict: the parent compares with the expected
+   values, which never enter this process.
 
 The audit hook: **fatal** events (process creation or signalling, sockets,
 ctypes, any ``open`` for writing or creating, deleting / renaming / chmod /
 chown / mkdir / link / truncate / utime / xattr, ``chdir``, sqlite connect,
 mmap, ``setrlimit``, adding another audit hook, importing ``subprocess``,
 ``socket``, ``ctypes``, ``multiprocessing``, ``pty``, ``mmap``, ``resource``
-...) write a ``forbidden`` verdict and end the process at once with
+...) write a ``forbidden`` report and end the process at once with
 ``os._exit`` (the candidate cannot catch it). **Non-fatal** denials raise an
 ordinary exception: reading or listing files outside the working directory
 and the standard library (``PermissionError``), frame and object-graph
 introspection (``sys._getframe``, ``tb_frame``/``gi_frame``..., ``gc``,
 ``sys.settrace``/``setprofile``, ``sys._current_frames``: ``ValueError``).
 In ``pytest`` mode the frame/introspection denials are off (pytest needs
-them) and site-packages may be read.
+them), site-packages may be read, and the child judges the tests itself.
 
 See :mod:`cfjax.domains.python.world` for the threat model.
 """
@@ -132,13 +140,17 @@ def _read_roots(cwd, allow_site):
     return tuple(roots)
 
 
-def _make_emit(nonce, fd):
-    """The only writer of verdict lines; ``nonce`` lives only in this closure."""
+def _make_emit(nonce, fd, layers):
+    """The only writer of report lines; ``nonce`` lives only in this closure. Every report names
+    the OS layers the sandbox got (``layers``)."""
     write = posix.write
     rep = repr
     enc = str.encode
+    layers = dict(layers)
 
     def emit(payload):
+        payload = dict(payload)
+        payload["layers"] = layers
         data = enc("\n" + nonce + " " + rep(payload) + "\n", "utf-8", "replace")
         while data:
             n = write(fd, data)
@@ -255,19 +267,34 @@ def _limits(mem, cpu, fsize, nofile):
     sys.modules.pop("resource", None)
 
 
-def _read_nonce():
-    data = b""
-    while b"\n" not in data and len(data) < 512:
-        chunk = posix.read(0, 512)
+def _read_message(limit=64 << 20):
+    """The parent's one message (a JSON object) from fd 0, read to EOF; fd 0 is then /dev/null."""
+    chunks, n = [], 0
+    while n <= limit:
+        chunk = posix.read(0, 1 << 16)
         if not chunk:
             break
-        data += chunk
+        chunks.append(chunk)
+        n += len(chunk)
     posix.close(0)
     fd = posix.open("/dev/null", posix.O_RDONLY)  # fd 0 again: nothing can be read from stdin
     if fd != 0:
         posix.dup2(fd, 0)
         posix.close(fd)
-    return data.split(b"\n", 1)[0].decode("ascii", "replace").strip()
+    import json
+
+    return json.loads(b"".join(chunks).decode("utf-8"))
+
+
+def _enter_sandbox(spec):
+    """The OS layers (:mod:`cfjax.sandbox._layers`, loaded by path); may fork into a PID namespace."""
+    sys.path.insert(0, spec["layers_dir"])
+    try:
+        import _layers
+    finally:
+        del sys.path[0]
+    sys.modules.pop("_layers", None)
+    return _layers.enter(spec)
 
 
 def _msg(e, s_str=str.__str__, str_t=str, type_=type):
@@ -288,46 +315,110 @@ def _tname(e, s_str=str.__str__, str_t=str, type_=type):
         return "Exception"
 
 
-def _strict(argv, emit, cwd):
-    """MODE harness: load the candidate and the tests, then run every test."""
+_PLAIN_SCALARS = (type(None), bool, int)
+
+
+def _make_encoder(max_nodes=200_000, max_depth=100, max_chars=4_000_000):
+    """The child's only way to describe a value: plain built-in values (exact types, as the suite's
+    ``_plain``) become tagged tuples of literals; anything else becomes ``("o", type name)``.
+    Never calls candidate code (exact type checks, the built-in methods taken before it runs)."""
+    type_, len_ = type, len
+    int_t, float_t, str_t, list_t, tuple_t, dict_t = int, float, str, list, tuple, dict
+    float_repr = float.__repr__
+    items = dict.items
+    bit_length = int.bit_length
+    type_name = type.__dict__["__name__"].__get__
+    scalars = _PLAIN_SCALARS
+
+    def encode(value):
+        budget = [max_nodes, max_chars]
+
+        def enc(v, depth):
+            budget[0] -= 1
+            if budget[0] < 0 or depth > max_depth:
+                raise OverflowError
+            t = type_(v)
+            if t in scalars:
+                if t is int_t and bit_length(v) > 32_000:
+                    return ("o", "int")
+                return v
+            if t is float_t:
+                return ("f", float_repr(v))
+            if t is str_t:
+                budget[1] -= len_(v)
+                if budget[1] < 0:
+                    raise OverflowError
+                return ("s", v)
+            if t is list_t or t is tuple_t:
+                return ("l" if t is list_t else "t", [enc(x, depth + 1) for x in v])
+            if t is dict_t:
+                return ("d", [(enc(k, depth + 1), enc(x, depth + 1)) for k, x in items(v)])
+            return ("o", type_name(t))
+
+        try:
+            return enc(value, 0)
+        except (OverflowError, RecursionError):
+            return ("o", "a value too large to report")
+        except BaseException:  # a list mutated by its own __index__... : not a plain value
+            return ("o", "an unreadable value")
+
+    return encode
+
+
+def _exception_names(e, builtins_dict):
+    """The built-in exception classes ``e`` is an instance of (most derived first), so the parent
+    can decide ``pytest.raises(KeyError)``-style checks without trusting the candidate's classes."""
+    mro = type.__dict__["__mro__"].__get__(type(e))
+    name_of = type.__dict__["__name__"].__get__
+    out = []
+    for c in mro:
+        n = name_of(c)
+        if builtins_dict.get(n) is c:
+            out.append(n)
+    return out
+
+
+def _strict(msg_in, emit, cwd, layers):
+    """MODE harness: define the candidate, call its function on each case's arguments, report the
+    values (the parent alone holds the expected values and decides; see the module docstring)."""
+    from ast import literal_eval
+
     msg, tname = _msg, _tname
-    AssertionError_, MemoryError_, BaseException_ = AssertionError, MemoryError, BaseException
-    callable_, str_t, type_ = callable, str, type
+    MemoryError_, BaseException_ = MemoryError, BaseException
+    type_ = type
     exit_ = posix._exit
     try:
         with open("solution.py", "rb") as f:
             cand_src = f.read()
-        with open("test_task.py", "rb") as f:
-            test_src = f.read()
     except OSError as e:
-        emit({"status": "harness_error", "detail": msg(e)})
+        emit({"status": "harness_error", "detail": msg(e), "layers": layers})
         exit_(2)
     try:
         cand_code = compile(cand_src, "solution.py", "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as e:
-        emit({"status": "syntax_error", "detail": tname(e) + ": " + msg(e)})
+        emit({"status": "syntax_error", "detail": tname(e) + ": " + msg(e), "layers": layers})
         exit_(0)
-    try:
-        test_code = compile(test_src, "test_task.py", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as e:
-        emit({"status": "harness_error", "detail": "the test file does not compile: " + msg(e)})
-        exit_(2)
+    fname = msg_in["function"]
+    cases = [(name, literal_eval(args)) for name, args in msg_in["cases"]]
+    audit = msg_in.get("audit", True) is not False
+    del msg_in
 
     import _thread
     import types  # noqa: F401  (importing it reads a traceback's frame: done before the hook)
 
     del types
 
+    encode = _make_encoder()
+    builtins_dict = dict(_real_builtins.__dict__)
+    exc_names = _exception_names
     module_type = type_(sys)
-    test_builtins = dict(__builtins__)
     solution = module_type("solution")
     solution.__file__ = cwd + "/solution.py"
     solution.__builtins__ = _real_builtins  # not the harness's private copy
-    test_ns = {"__name__": "test_task", "__file__": cwd + "/test_task.py", "__builtins__": test_builtins}
 
     # step 4: nothing of the harness stays reachable from sys.modules
     sys.modules["__main__"] = module_type("__main__")
-    for name in ("_signal", "signal", "gc", "faulthandler", "_tracemalloc", "tracemalloc"):
+    for name in ("_signal", "signal", "gc", "faulthandler", "_tracemalloc", "tracemalloc", "json", "ast"):
         sys.modules.pop(name, None)
 
     # not a harness function (whose __globals__ would expose the harness): starting a thread
@@ -338,38 +429,44 @@ def _strict(argv, emit, cwd):
     for name in ("mkfifo", "mknod", "chroot"):
         if hasattr(posix, name):
             delattr(posix, name)
-    sys.addaudithook(_make_hook(emit, cwd, _read_roots(cwd, allow_site=False), strict=True))
-    del argv
+    if audit:
+        sys.addaudithook(_make_hook(emit, cwd, _read_roots(cwd, allow_site=False), strict=True))
 
     # step 6: untrusted code from here on
     sys.modules["solution"] = solution
+    ns = solution.__dict__
     try:
-        exec(cand_code, solution.__dict__)
-        exec(test_code, test_ns)
+        exec(cand_code, ns)
     except MemoryError_:
-        emit({"status": "memory", "detail": "MemoryError while loading the candidate"})
+        emit({"status": "memory", "detail": "MemoryError while loading the candidate", "layers": layers})
         exit_(0)
     except BaseException_ as e:
-        emit({"status": "import_error", "detail": tname(e) + ": " + msg(e)})
+        emit({"status": "import_error", "detail": tname(e) + ": " + msg(e), "layers": layers})
         exit_(0)
-    tests = [(k, v) for k, v in test_ns.items() if type_(k) is str_t and k.startswith("test") and callable_(v)]
+    fn = dict.get(ns, fname)
+    if fn is None:
+        emit({"status": "import_error", "detail": "ImportError: cannot import name " + repr(fname)
+              + " from 'solution'", "layers": layers})
+        exit_(0)
     results = []
-    for name, fn in tests:
+    for name, args in cases:
         try:
-            fn()
-            results.append((name, "passed", ""))
-        except AssertionError_ as e:
-            results.append((name, "failed", msg(e)))
+            got = fn(*args)
         except MemoryError_:
-            results.append((name, "memory", "MemoryError"))
+            results.append((name, "memory"))
+            continue
         except BaseException_ as e:
-            results.append((name, "error", tname(e) + ": " + msg(e)))
-    emit({"status": "ok", "tests": results})
+            results.append((name, "raised", exc_names(e, builtins_dict), tname(e), msg(e)))
+            continue
+        results.append((name, "value", encode(got)))
+    emit({"status": "ok", "results": results, "layers": layers})
     exit_(0)
 
 
-def _pytest(argv, emit, cwd):
-    """MODE pytest: the same protocol around a real ``pytest.main`` run (cross-check runner)."""
+def _pytest(emit, cwd, layers):
+    """MODE pytest: a real ``pytest.main`` run of the test file in the work directory, which the
+    child then judges itself (the cross-check runner: its verdict is trusted, so it is not for
+    adversarial code; see the module docstring)."""
     import pytest
 
     order = []
@@ -406,29 +503,34 @@ def _pytest(argv, emit, cwd):
         code = pytest.main(["-q", "-s", "-p", "no:cacheprovider", "-c", "pytest.ini", "--rootdir", cwd,
                             "test_task.py"], plugins=[Collector()])
     except MemoryError:
-        emit({"status": "memory", "detail": "MemoryError"})
+        emit({"status": "memory", "detail": "MemoryError", "layers": layers})
         posix._exit(0)
     if load_errors and not order:
-        emit({"status": "import_error", "detail": load_errors[0]})
+        emit({"status": "import_error", "detail": load_errors[0], "layers": layers})
     else:
-        emit({"status": "ok", "tests": [(n, verdict[n][0], verdict[n][1]) for n in order], "exit": int(code)})
+        emit({"status": "ok", "tests": [(n, verdict[n][0], verdict[n][1]) for n in order], "exit": int(code),
+              "layers": layers})
     posix._exit(0)
 
 
 def main(argv):
     mode, cwd = argv[1], argv[2]
     mem, cpu, fsize, nofile = (int(x) for x in argv[3:7])
+    message = _read_message()
+    spec = message.get("sandbox")
+    layers = _enter_sandbox(spec) if spec else {}
+    posix.chdir(cwd)
     _limits(mem, cpu, fsize, nofile)
-    nonce = _read_nonce()
-    emit = _make_emit(nonce, posix.dup(1))
-    del nonce
+    emit = _make_emit(message["nonce"], posix.dup(1), layers)
+    message["nonce"] = None
     null = posix.open("/dev/null", posix.O_WRONLY)  # the candidate's (and pytest's) stdout is discarded
     posix.dup2(null, 1)
     posix.close(null)
     if mode == "pytest":
-        _pytest(argv, emit, cwd)
+        del message
+        _pytest(emit, cwd, layers)
     else:
-        _strict(argv, emit, cwd)
+        _strict(message, emit, cwd, layers)
 
 
 if __name__ == "__main__":

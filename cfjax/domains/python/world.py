@@ -60,76 +60,93 @@ error                 completed    meaning
 Every call is independent: a fresh scratch directory, a fresh interpreter, no
 result caching (the pipeline caches).
 
+Who judges: the parent
+----------------------
+The task's test file never enters the sandbox. The parent parses it into
+*cases* (:func:`parse_cases`: each ``test*`` function is one call of the
+task's function on literal arguments, with a literal expected value or an
+expected built-in exception — what the built-in suite writes) and sends the
+child only the candidate, the function's name and each case's arguments. The
+child calls the function on each case and reports back plain data: the
+returned value through a safe encoder (exact built-in types only: ``None``,
+``bool``, ``int``, ``float``, ``str``, ``list``, ``tuple``, ``dict``, bounded in
+size and depth; anything else is reported by its type name), or the exception
+by type name, message and the built-in exception classes it derives from. The
+parent alone holds the expected values and decides pass/fail
+(:func:`judge`): whatever the child prints or forges, a test passes only if
+the reported value equals the expected one, so a forged report is no stronger
+than returning that value. A test file in any other form is refused
+(``ValueError``); ``runner="pytest"`` runs arbitrary test code *inside* the
+sandbox and trusts its verdict — a cross-check for the suite, never for
+untrusted code.
+
 Sandbox
 -------
 Each evaluation runs in a **subprocess** of ``sys.executable``, with flags
 ``-S -s -P -B`` (no ``site``, no user site, no script directory on
 ``sys.path``, no byte-code writing — i.e. ``-I`` without ``-E``, because
-``-E`` would also ignore ``PYTHONHASHSEED``):
+``-E`` would also ignore ``PYTHONHASHSEED``). Its layers, outermost first:
 
+* **OS isolation** (``isolation="os"``, the default; :mod:`cfjax.sandbox`):
+  before any candidate code the child enters new mount, network, PID, IPC,
+  UTS and user namespaces; pivots into a private root that holds only ``/usr``,
+  the interpreter's prefix, the loader cache, four device files and the work
+  directory (read-only but for the work directory); runs as uid 65534 when the
+  pipeline is root; sets ``no_new_privs``; restricts itself with Landlock
+  (read the standard library, execute only the interpreter, write only the
+  work directory, no TCP, no signals or abstract sockets leaving the domain);
+  and loads a seccomp filter refusing process creation, ``execve``, sockets,
+  ``ptrace``, ``pidfd_*``, mounts and namespaces. A layer the machine does not
+  offer is skipped and named in ``Outcome.sandbox_missing``;
+  ``cfjax doctor`` prints what this machine offers.
 * **scratch directory** — ``tempfile.mkdtemp``; the child's working directory
-  is ``<scratch>/work`` holding ``solution.py`` (the action) and
-  ``test_task.py`` (a *copy* of the task's test file); stdout/stderr go to
-  files next to ``work`` (outside what the candidate may read). The whole
-  scratch directory is removed afterwards;
+  is ``<scratch>/work`` holding only ``solution.py`` (the action);
+  stdout/stderr go to files next to ``work``. The whole scratch directory is
+  removed afterwards;
 * **environment** — only ``PATH``, ``LANG``, ``HOME`` (= the work directory)
   and ``PYTHONHASHSEED=0`` (pytest mode adds
   ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``); no ``PYTHONPATH``;
-* **resource limits** (set by the harness before any candidate code, soft =
-  hard): ``RLIMIT_AS`` (``memory_mb``, default 512 MB), ``RLIMIT_CPU``
+* **resource limits** (set before any candidate code, soft = hard):
+  ``RLIMIT_AS`` (``memory_mb``, default 512 MB), ``RLIMIT_CPU``
   (``ceil(timeout_s) + 1`` s), ``RLIMIT_FSIZE`` (``fsize_mb``, 1 MB),
-  ``RLIMIT_NOFILE`` (64), ``RLIMIT_CORE`` 0, ``RLIMIT_NPROC`` 0;
+  ``RLIMIT_NOFILE`` (64), ``RLIMIT_CORE`` 0, ``RLIMIT_NPROC`` 0 (meaningful
+  because the child is not root);
 * **wall-clock timeout** — the child is started with ``start_new_session=True``;
   at ``timeout_s`` its whole process group is killed with ``os.killpg`` and
   the outcome is ``completed=False``. The group is also killed (before
-  reaping, so the id cannot have been reused) after every normal exit;
-* **audit hook** — the harness (:mod:`cfjax.domains.python._harness`) installs a
-  ``sys.addaudithook`` hook before the candidate runs: process creation
-  (``fork``, ``exec*``, ``posix_spawn``, ``system``, ``subprocess``), signals
-  to other processes, sockets, ``ctypes``, every ``open`` for writing or
-  creating, deleting/renaming/chmod/chown/mkdir/link/truncate/utime, ``chdir``
-  and imports of ``subprocess``/``socket``/``ctypes``/``multiprocessing``/
+  reaping, so the id cannot have been reused) after every normal exit, and
+  the PID namespace dies with its init;
+* **audit hook** (the second layer, in-process) — the harness
+  (:mod:`cfjax.domains.python._harness`) installs a ``sys.addaudithook`` hook
+  before the candidate runs: process creation, signals to other processes,
+  sockets, ``ctypes``, every ``open`` for writing or creating,
+  deleting/renaming/chmod/chown/mkdir/link/truncate/utime, ``chdir`` and
+  imports of ``subprocess``/``socket``/``ctypes``/``multiprocessing``/
   ``mmap``/``resource``/... end the run at once as ``forbidden``; reading or
   listing files outside the work directory and the standard library raises
   ``PermissionError``; frame and object-graph introspection raise
-  ``ValueError``;
-* **verdict channel** — a fresh random nonce is written to the child's stdin,
-  read and the descriptor closed before the candidate is imported; only the
-  stdout line tagged with it is trusted, and it is parsed with
-  :func:`ast.literal_eval`. The nonce lives only in a closure; the harness
-  and the tests run with private copies of the builtins, the test module is
-  not in ``sys.modules``, and the harness's ``__main__`` module is replaced
-  before the candidate runs.
+  ``ValueError``. A deny list has gaps (an extension module loaded under
+  another name, a subinterpreter, which has no hook): the OS layers are what
+  contain such escapes, as ``tests/domains/python/test_sandbox_attacks.py``
+  shows with the hook switched off (``audit_hook=False``).
 
 Threat model (what is and is not defended)
 ------------------------------------------
-Defended: *accidental or crude* damage by model-written code — endless loops,
-fork bombs, huge allocations, output floods, deleting or rewriting the test
-file, the suite or the project tree, spawning shells, network access, killing
-the parent, and reading files outside the sandbox (so nothing from the host
-leaks into feedback that may be sent to an LLM API). The tests check each of
-these and that the project tree and the suite's test files are byte-identical
-afterwards.
+Defended, with every OS layer on: code written by a hostile model cannot
+write outside its work directory, read the host's files (``/etc``, ``/root``,
+``/proc``, the project, the suite's tests, other users' keys), reach the
+network or local sockets, start programs or processes, signal or trace any
+process outside, leave processes behind, or forge a passing verdict; the
+tests check each of these per attack, also as a non-root user.
 
-Not defended: this is an **in-process, deny-list sandbox**, not OS isolation.
-
-* The child runs as the same user as the pipeline (often root in a container:
-  then ``RLIMIT_NPROC`` and file permissions do nothing). A CPython memory-
-  corruption bug, a C extension reachable from the standard library that
-  does file or process operations without audit events, or a gap in the deny
-  list would give the candidate the user's full rights. Run untrusted,
-  *adversarial* code only inside a container / VM / separate user with a
-  read-only project tree (e.g. bubblewrap, nsjail, gVisor).
-* Score integrity against code written *to fool the scorer* is best effort:
-  the audited introspection paths are closed, but unaudited Python-level
-  tricks may exist. Each test's comparison only accepts plain built-in values,
-  so objects with a rigged ``__eq__`` do not pass.
-* ``runner="pytest"`` (the cross-check) relaxes the introspection denials
-  (pytest needs frames) and may read site-packages; use it for validation,
-  not for adversarial code.
-* Threads cannot be started (``_thread.start_new_thread`` is replaced), but
-  Python 3.11 emits no audit event for them; ``os.mkfifo``/``mknod`` are
-  removed for the same reason.
+Not defended: a Linux kernel bug reachable through the allowed system calls;
+CPU/memory side channels; denial of service of the machine beyond the
+resource limits (it can use its CPU time, its memory and its output quota);
+what the candidate computes from the test *inputs* it is given. Without a
+layer (``Outcome.sandbox_missing`` not empty) the corresponding guarantee is
+gone — the CLI refuses to run a real model's code then, unless
+``--allow-weak-sandbox``. ``isolation="audit"`` is the old in-process deny
+list alone, kept for comparison benchmarks.
 
 Picklable (plain attributes only), so it can be shipped to worker processes.
 """
@@ -137,6 +154,9 @@ Picklable (plain attributes only), so it can be shipped to worker processes.
 from __future__ import annotations
 
 import ast
+import builtins
+import dataclasses
+import json
 import math
 import os
 import secrets
@@ -149,18 +169,26 @@ import tempfile
 import time
 from pathlib import Path
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from cfjax.types import AnswerKey, Task
 from cfjax.types import Outcome
 from cfjax.domains.python.edits import entry_name
+from cfjax.sandbox import LAYERS, LAYERS_PATH, missing as sandbox_missing, seccomp_program
 
-__all__ = ["PytestWorld", "HARNESS_PATH", "task_test_path", "FEEDBACK_MODES", "user_message"]
+__all__ = ["PytestWorld", "HARNESS_PATH", "task_test_path", "FEEDBACK_MODES", "ISOLATION_MODES", "user_message",
+           "Case", "parse_cases", "judge", "SANDBOX_UID"]
 
 HARNESS_PATH = Path(__file__).with_name("_harness.py")
 _MAX_FEEDBACK = 790
+_MAX_MSG = 300  # a test message, as the harness bounds it
 #: values of the ``feedback`` option (module docstring)
 FEEDBACK_MODES = ("user", "rich")
+#: values of the ``isolation`` option
+ISOLATION_MODES = ("os", "audit")
+#: the uid the child runs as when the pipeline is root (*nobody*)
+SANDBOX_UID = 65534
 _SAFE_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -200,12 +228,20 @@ class PytestWorld:
       max_action_chars: longer actions are refused (``error="too_large"``).
       feedback: ``"user"`` (default: failing tests' calls and the action's own results, never
         the expected values) or ``"rich"`` (the tests' messages as they are); see the module docstring.
+      isolation: ``"os"`` (default: every OS layer of :mod:`cfjax.sandbox` this machine allows, the
+        missing ones named in ``Outcome.sandbox_missing``) or ``"audit"`` (only resource limits and
+        the audit hook: the pre-OS-isolation sandbox, kept for comparison benchmarks).
+      audit_hook: install the in-process audit hook (the second layer; default). ``False`` exists
+        only so tests can show what the OS layers contain on their own.
     """
 
     def __init__(self, tests_root: str | Path, keys: Mapping[str, AnswerKey], *, timeout_s: float = 2.0, memory_mb: int = 512,
                  cpu_s: int | None = None, fsize_mb: float = 1.0, nofile: int = 64, runner: str = "harness",
                  python: str | None = None, scratch_root: str | Path | None = None,
-                 max_action_chars: int = 100_000, feedback: str = "user") -> None:
+                 max_action_chars: int = 100_000, feedback: str = "user", isolation: str = "os",
+                 audit_hook: bool = True) -> None:
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation must be 'os' or 'audit', got {isolation!r}")
         if feedback not in FEEDBACK_MODES:
             raise ValueError(f"feedback must be 'user' or 'rich', got {feedback!r}")
         if runner not in ("harness", "pytest"):
@@ -224,6 +260,9 @@ class PytestWorld:
         self.scratch_root = str(scratch_root) if scratch_root is not None else None
         self.max_action_chars = int(max_action_chars)
         self.feedback = feedback
+        self.isolation = isolation
+        self.audit_hook = bool(audit_hook)
+        self._cases: dict[str, tuple[Case, ...]] = {}
 
     # ------------------------------------------------------------------ public
     def test_file(self, task: Task) -> Path:
@@ -257,7 +296,12 @@ class PytestWorld:
         name = entry_name(key.gold)
         if name is not None and not _defines(tree, name):
             return done(0.0, False, True, f"the action does not define the function `{name}`", "missing_function")
-        return self._run(test_src, action, done)
+        if self.runner == "pytest":
+            return self._run(action, done, test_src=test_src)
+        cases = self._cases.get(task.task_id)
+        if cases is None:
+            cases = self._cases[task.task_id] = parse_cases(test_src, str(self.test_file(task)))
+        return self._run(action, done, cases=cases)
 
     # ------------------------------------------------------------------ internals
     def _env(self, work: str) -> dict[str, str]:
@@ -271,26 +315,44 @@ class PytestWorld:
         return [self.python, *flags, str(HARNESS_PATH), self.runner, work, str(self.memory_mb * 1024 * 1024),
                 str(self.cpu_s), str(self.fsize_bytes), str(self.nofile)]
 
-    def _run(self, test_src: str, action: str, done) -> Outcome:
+    def _sandbox_spec(self, scratch: str, work: str) -> dict[str, Any] | None:
+        if self.isolation != "os":
+            return None
+        program, why = seccomp_program()
+        return {"scratch": scratch, "rw": [work], "uid": SANDBOX_UID, "seccomp": program, "seccomp_why": why,
+                "allow_site": self.runner == "pytest", "layers_dir": str(LAYERS_PATH.parent)}
+
+    def _run(self, action: str, done, *, cases: tuple[Case, ...] = (), test_src: str | None = None) -> Outcome:
         scratch = tempfile.mkdtemp(prefix="cfjax-py-", dir=self.scratch_root)
         proc: subprocess.Popen | None = None
         try:
             work = os.path.join(scratch, "work")
-            os.mkdir(work)
+            os.mkdir(work, 0o700)
+            os.mkdir(os.path.join(scratch, "root"), 0o700)  # the private root's mount point
             with open(os.path.join(work, "solution.py"), "w", encoding="utf-8") as f:
                 f.write(action)
-            with open(os.path.join(work, "test_task.py"), "w", encoding="utf-8") as f:
-                f.write(test_src)
-            if self.runner == "pytest":
+            if test_src is not None:  # the pytest cross-check runner only: the tests run inside
+                with open(os.path.join(work, "test_task.py"), "w", encoding="utf-8") as f:
+                    f.write(test_src)
                 with open(os.path.join(work, "pytest.ini"), "w", encoding="utf-8") as f:
                     f.write("[pytest]\n")
+            spec = self._sandbox_spec(scratch, work)
+            if spec is not None and os.geteuid() == 0:  # the child drops to SANDBOX_UID
+                for name in os.listdir(work):
+                    os.chown(os.path.join(work, name), SANDBOX_UID, SANDBOX_UID)
+                os.chown(work, SANDBOX_UID, SANDBOX_UID)
             out_path, err_path = os.path.join(scratch, "stdout"), os.path.join(scratch, "stderr")
             nonce = secrets.token_hex(16)
+            message = {"nonce": nonce, "sandbox": spec}
+            if test_src is None:
+                message["function"] = cases[0].function if cases else ""
+                message["cases"] = [[c.name, c.args] for c in cases]
+                message["audit"] = self.audit_hook
             with open(out_path, "wb") as out, open(err_path, "wb") as err:
                 proc = subprocess.Popen(self._argv(work), stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work,
                                         env=self._env(work), start_new_session=True, close_fds=True)
             try:
-                proc.stdin.write(nonce.encode() + b"\n")
+                proc.stdin.write(json.dumps(message).encode() + b"\n")
                 proc.stdin.close()
             except (BrokenPipeError, OSError):
                 pass
@@ -303,7 +365,13 @@ class PytestWorld:
             payload = _read_payload(out_path, nonce, self.fsize_bytes)
             if payload is None:
                 return self._no_verdict(rc, err_path, done)
-            return _outcome(payload, done, user=self.feedback == "user")
+            gone = ()
+            if spec is not None:
+                layers = payload.get("layers")
+                gone = sandbox_missing(layers) if isinstance(layers, dict) else LAYERS
+            if test_src is None and payload.get("status") == "ok":
+                payload = {"status": "ok", "tests": judge(cases, payload.get("results"))}
+            return _outcome(payload, done, user=self.feedback == "user", missing=gone)
         finally:
             if proc is not None and proc.returncode is None:
                 _killpg(proc.pid)
@@ -355,9 +423,9 @@ class PytestWorld:
                 tail = f.read(self.fsize_bytes + 1)[-2000:].decode("utf-8", "replace")
         except OSError:
             tail = ""
-        if rc in (-signal.SIGXCPU,):
+        if rc in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return done(0.0, False, False, "CPU time limit exceeded", "timeout")
-        if rc == -signal.SIGXFSZ:
+        if rc in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
             return done(0.0, False, True, "the candidate wrote more output than allowed", "output_limit")
         if "MemoryError" in tail:
             return done(0.0, False, True, "MemoryError: the memory limit was exceeded", "memory")
@@ -393,6 +461,200 @@ def _read_payload(out_path: str, nonce: str, limit: int) -> dict[str, Any] | Non
     return payload if isinstance(payload, dict) and isinstance(payload.get("status"), str) else None
 
 
+# --------------------------------------------------------------------------- cases: the parent's half
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test of a task, as the parent holds it: the call's arguments go to the child, the
+    expected value (or exception class) never does."""
+
+    name: str
+    function: str
+    call: str  # the call as the test file writes it, e.g. ``f(1, [2])`` (for messages)
+    args: str  # the arguments as a tuple literal, e.g. ``(1, [2],)``
+    kind: str  # "equals" | "raises"
+    want: Any = None  # the expected value ("equals")
+    exc: str = ""  # the expected built-in exception class name ("raises")
+    message: str | None = None  # an ``assert``'s own message, shown when it fails
+
+
+_CASE_FORMS = ("`_check(<call text>, f(<literals>), <literal>)`", "`_check_raises(<call text>, lambda: "
+               "f(<literals>), <built-in exception>)`", "`assert f(<literals>) == <literal>[, '<message>']`")
+
+
+def _literal_call(node: ast.AST) -> tuple[str, str] | None:
+    """``(function, args tuple literal)`` of ``f(<literals>)``, or None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords
+            and not any(isinstance(a, ast.Starred) for a in node.args)):
+        return None
+    args = "(" + "".join(ast.unparse(a) + ", " for a in node.args) + ")"
+    try:
+        ast.literal_eval(args)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return node.func.id, args
+
+
+def _case(fn: ast.FunctionDef) -> Case | None:
+    body = list(fn.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # a docstring
+    if len(body) != 1:
+        return None
+    st = body[0]
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name) \
+            and not st.value.keywords and len(st.value.args) == 3 \
+            and isinstance(st.value.args[0], ast.Constant) and isinstance(st.value.args[0].value, str):
+        helper, (text, call, want) = st.value.func.id, st.value.args
+        if helper == "_check":
+            fa = _literal_call(call)
+            if fa is None:
+                return None
+            try:
+                value = ast.literal_eval(want)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return None
+            return Case(fn.name, fa[0], text.value, fa[1], "equals", want=value)
+        if helper == "_check_raises" and isinstance(call, ast.Lambda) and isinstance(want, ast.Name) \
+                and isinstance(getattr(builtins, want.id, None), type) \
+                and issubclass(getattr(builtins, want.id), BaseException):
+            fa = _literal_call(call.body)
+            if fa is None:
+                return None
+            return Case(fn.name, fa[0], text.value, fa[1], "raises", exc=want.id)
+        return None
+    if isinstance(st, ast.Assert) and isinstance(st.test, ast.Compare) and len(st.test.ops) == 1 \
+            and isinstance(st.test.ops[0], ast.Eq):
+        fa = _literal_call(st.test.left)
+        if fa is None:
+            return None
+        try:
+            value = ast.literal_eval(st.test.comparators[0])
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+        message = None
+        if st.msg is not None:
+            if not (isinstance(st.msg, ast.Constant) and isinstance(st.msg.value, str)):
+                return None
+            message = st.msg.value
+        return Case(fn.name, fa[0], ast.unparse(st.test.left), fa[1], "equals", want=value, message=message)
+    return None
+
+
+def parse_cases(test_src: str, where: str = "<tests>") -> tuple[Case, ...]:
+    """The cases of a test file: every top-level ``test*`` function, in definition order, must be one
+    of :data:`_CASE_FORMS` (what the built-in suite writes). Anything else is refused with a
+    ``ValueError``: arbitrary test code would have to run *inside* the sandbox, next to the
+    expected values — use ``runner="pytest"`` for such files, never for untrusted code."""
+    try:
+        tree = ast.parse(test_src)
+    except SyntaxError as e:
+        raise ValueError(f"{where}: the test file does not parse ({e})") from None
+    cases: dict[str, Case] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            c = _case(node) if isinstance(node, ast.FunctionDef) else None
+            if c is None:
+                raise ValueError(f"{where}: test {node.name} is not a case the sandboxed runner can judge outside "
+                                 f"the sandbox (one of {', '.join(_CASE_FORMS)}); use runner='pytest' for "
+                                 "arbitrary tests (not for untrusted code)")
+            cases[c.name] = c
+    functions = {c.function for c in cases.values()}
+    if len(functions) > 1:
+        raise ValueError(f"{where}: the tests call several functions ({', '.join(sorted(functions))}); one expected")
+    return tuple(cases.values())
+
+
+class _Opaque(Exception):
+    """The child described a value that is not plain (its type name only)."""
+
+
+_CONTAINER_NAMES = {"l": "list", "t": "tuple", "d": "dict"}
+
+
+def _decode(v: Any, depth: int = 0) -> Any:
+    """A value the child encoded (``_harness._make_encoder``) back into plain Python values."""
+    if depth > 200:
+        raise ValueError("too deep")
+    if v is None or type(v) in (bool, int):
+        return v
+    if type(v) is not tuple or len(v) != 2 or type(v[0]) is not str:
+        raise ValueError("not an encoded value")
+    tag, x = v
+    if tag == "f" and type(x) is str:
+        return float(x)
+    if tag == "s" and type(x) is str:
+        return x
+    if tag in ("l", "t") and type(x) is list:
+        items = [_decode(e, depth + 1) for e in x]
+        return items if tag == "l" else tuple(items)
+    if tag == "d" and type(x) is list:
+        out = {}
+        for kv in x:
+            if type(kv) is not tuple or len(kv) != 2:
+                raise ValueError("not an encoded pair")
+            out[_decode(kv[0], depth + 1)] = _decode(kv[1], depth + 1)
+        return out
+    if tag == "o" and type(x) is str:
+        raise _Opaque(x[:80])
+    raise ValueError("unknown tag")
+
+
+def _shown_value(encoded: Any) -> tuple[bool, Any, str]:
+    """``(plain, value, text)``: the value and its ``repr``, or "an object of type T" (the suite's
+    ``_shown``: a container holding anything not plain is shown by its own type)."""
+    try:
+        value = _decode(encoded)
+        return True, value, repr(value)
+    except _Opaque as o:
+        outer = encoded[0] if type(encoded) is tuple and encoded else ""
+        name = _CONTAINER_NAMES.get(outer, str(o))
+        return False, None, "an object of type " + name
+
+
+def _verdict(case: Case, r: Any) -> tuple[str, str]:
+    if not isinstance(r, (list, tuple)) or len(r) < 2:
+        return "error", "the test process reported no result for this test"
+    kind = r[1]
+    if kind == "memory":
+        return "memory", "MemoryError"
+    if kind == "raised" and len(r) == 5:
+        names, tname, msg = r[2], str(r[3])[:80], str(r[4])[:_MAX_MSG]
+        if case.kind == "raises" and isinstance(names, list) and case.exc in names:
+            return "passed", ""
+        return "error", f"{tname}: {msg}"
+    if kind == "value" and len(r) == 3:
+        try:
+            plain, got, shown = _shown_value(r[2])
+        except (ValueError, TypeError, RecursionError, MemoryError, OverflowError):
+            return "error", "the test process reported an unreadable value"
+        if case.kind == "raises":
+            return "failed", (case.call + " returned " + shown + ", expected " + case.exc)[:_MAX_MSG]
+        try:
+            equal = plain and bool(got == case.want)
+        except RecursionError:
+            equal = False
+        if equal:
+            return "passed", ""
+        if case.message is not None:
+            return "failed", case.message[:_MAX_MSG]
+        return "failed", (case.call + " returned " + shown + ", expected " + repr(case.want))[:_MAX_MSG]
+    return "error", "the test process reported an unreadable result"
+
+
+def judge(cases: tuple[Case, ...], results: Any) -> list[tuple[str, str, str]]:
+    """``(test name, verdict, message)`` per case, decided here from the values the child reported:
+    whatever the child writes, a test passes only if the reported value equals the expected one."""
+    by_name: dict[str, Any] = {}
+    if isinstance(results, list):
+        for r in results:
+            if isinstance(r, (list, tuple)) and r and isinstance(r[0], str):
+                by_name.setdefault(r[0], r)
+    return [(c.name, *_verdict(c, by_name.get(c.name))) for c in cases]
+
+
 _EXPECTED_SEP = ", expected "
 
 
@@ -412,7 +674,12 @@ def user_message(verdict: str, msg: str) -> str:
     return msg or ("assertion failed" if verdict == "failed" else verdict)
 
 
-def _outcome(payload: dict[str, Any], done, user: bool = False) -> Outcome:
+def _outcome(payload: dict[str, Any], done, user: bool = False, missing: tuple[str, ...] = ()) -> Outcome:
+    out = _outcome_of(payload, done, user)
+    return dataclasses.replace(out, sandbox_missing=tuple(missing)) if missing else out
+
+
+def _outcome_of(payload: dict[str, Any], done, user: bool) -> Outcome:
     status = payload["status"]
     detail = str(payload.get("detail", ""))
     if status == "ok":

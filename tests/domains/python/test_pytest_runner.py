@@ -38,35 +38,37 @@ def test_three():
 def test_negative():
     assert double(-2) == -4, "double(-2)"
 '''
-ENV_TESTS = '''import os
+# the candidate checks what it can see and answers 2x only if everything holds (the tests run in
+# the parent's judgement now, so the environment is checked from the candidate's side)
+ENV_ACTION = """import os
 import sys
 
-from solution import double
 
-
-def test_environment_is_scrubbed():
-    assert set(os.environ) <= {"PATH", "LANG", "HOME", "PYTHONHASHSEED", "LC_CTYPE"}, sorted(os.environ)
-    assert os.environ["HOME"] == os.getcwd()
-    assert os.environ["PYTHONHASHSEED"] == "0" and sys.flags.hash_randomization == 0
-    assert "PYTHONPATH" not in os.environ
-
-
-def test_scratch_directory_is_fresh():
-    assert sorted(os.listdir(".")) == ["solution.py", "test_task.py"], sorted(os.listdir("."))
-    assert os.path.basename(os.getcwd()) == "work"
-
-
-def test_stdin_holds_nothing():
-    assert sys.stdin.read() == ""
-
-
-def test_project_is_not_importable():
+def double(x):
+    problems = []
+    if not set(os.environ) <= {"PATH", "LANG", "HOME", "PYTHONHASHSEED", "LC_CTYPE"}:
+        problems.append("environment " + repr(sorted(os.environ)))
+    if os.environ.get("HOME") != os.getcwd():
+        problems.append("HOME")
+    if os.environ.get("PYTHONHASHSEED") != "0" or sys.flags.hash_randomization != 0:
+        problems.append("hash seed")
+    if "PYTHONPATH" in os.environ:
+        problems.append("PYTHONPATH")
+    if sorted(os.listdir(".")) != ["solution.py"]:  # the tests are not in the sandbox
+        problems.append("work directory " + repr(sorted(os.listdir("."))))
+    if os.path.basename(os.getcwd()) != "work":
+        problems.append("cwd")
+    if sys.stdin.read() != "":
+        problems.append("stdin")
     try:
         import cfjax  # noqa: F401
+        problems.append("the project package is importable in the sandbox")
     except ImportError:
-        return
-    raise AssertionError("the project package is importable in the sandbox")
-'''
+        pass
+    if problems:
+        raise AssertionError("; ".join(problems))
+    return 2 * x
+"""
 
 
 def _tree_digest(root: Path, subdirs=("cfjax", "tests", "kernels")) -> dict[str, str]:
@@ -91,7 +93,7 @@ def demo(tmp_path_factory):
     task = Task("pybugs/demo/double/000", "Return twice x.", "demo", "def double(x): ...", domain="python")
     env_task = Task("pybugs/demo/env/000", "Return twice x.", "demo", "def double(x): ...", domain="python")
     keys = {t.task_id: AnswerKey(t.task_id, GOLD, "demo") for t in (task, env_task)}
-    for t, src in ((task, TESTS), (env_task, ENV_TESTS)):
+    for t, src in ((task, TESTS), (env_task, TESTS)):
         p = task_test_path(tests_root, t.task_id)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(src)
@@ -208,7 +210,7 @@ def test_open_file_limit(world, demo):
 
 
 def test_environment_and_scratch_directory(world, demo):
-    o = world.evaluate(demo["env_task"], GOLD)
+    o = world.evaluate(demo["env_task"], ENV_ACTION)
     assert o.solved, o.feedback
     assert list(demo["scratch"].iterdir()) == []  # every scratch directory was removed
 
@@ -354,19 +356,6 @@ def test_harness_and_pytest_runner_agree(pybugs):
     assert (o.score, o.error) == (0.0, "forbidden")
 
 
-def test_evaluation_is_fast(pybugs):
-    w = pybugs.world()
-    tasks = pybugs.tasks[:40]
-    golds = {t.task_id: pybugs.answer_key(t.task_id).gold for t in tasks}
-    w.evaluate(tasks[0], golds[tasks[0].task_id])  # warm the file-system caches
-    t0 = time.perf_counter()
-    for t in tasks:
-        assert w.evaluate(t, golds[t.task_id]).solved
-    per = (time.perf_counter() - t0) / len(tasks)
-    print(f"harness runner: {per * 1000:.1f} ms per evaluate")
-    assert per < 0.25  # ≈15-30 ms on a developer machine; generous for loaded CI
-
-
 def test_unknown_task_raises_and_bad_config(world, demo):
     with pytest.raises(FileNotFoundError):
         world.evaluate(Task("pybugs/demo/nothing/000", "q", "demo", ""), GOLD)
@@ -377,3 +366,26 @@ def test_unknown_task_raises_and_bad_config(world, demo):
     with pytest.raises(ValueError):
         PytestWorld("/tmp", {}, runner="docker")
     assert os.path.basename(str(task_test_path("/r", "pybugs/e/f/007"))) == "test_007.py"
+
+
+def test_parse_cases_forms_and_refusals():
+    from cfjax.domains.python.world import parse_cases
+
+    src = ("from solution import f\n\ndef _check(*a):\n    pass\n\n"
+           "def test_a():\n    '''doc'''\n    _check('f(1, [2])', f(1, [2]), {'k': (1, 2.5)})\n\n"
+           "def test_b():\n    _check_raises('f(0)', lambda: f(0), KeyError)\n\n"
+           "def test_c():\n    assert f(-1) == None, 'f(-1)'\n")
+    a, b, c = parse_cases(src)
+    assert (a.name, a.function, a.call, a.args, a.kind, a.want) == ("test_a", "f", "f(1, [2])", "(1, [2], )",
+                                                                   "equals", {"k": (1, 2.5)})
+    assert (b.kind, b.exc, b.args) == ("raises", "KeyError", "(0, )")
+    assert (c.call, c.want, c.message) == ("f(-1)", None, "f(-1)")
+    for bad in ("def test_x():\n    assert f(g(1)) == 2\n",  # not a literal argument
+                "def test_x():\n    x = f(1)\n    assert x == 2\n",  # two statements
+                "def test_x():\n    _check('f(1)', f(1), object())\n",  # not a literal expected value
+                "def test_x():\n    _check_raises('f(1)', lambda: f(1), MyError)\n",  # not a built-in exception
+                "def test_x():\n    assert f(1) == 2\n\ndef test_y():\n    assert g(1) == 2\n",  # two functions
+                "async def test_x():\n    assert f(1) == 2\n", "def test_x(:\n"):
+        with pytest.raises(ValueError):
+            parse_cases(bad)
+    assert parse_cases("def helper():\n    pass\n") == ()

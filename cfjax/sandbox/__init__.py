@@ -1,0 +1,181 @@
+"""OS-level isolation for untrusted, model-written code (the parent side).
+
+A model's action may be hostile. The Python world model
+(:mod:`cfjax.domains.python.world`) runs each candidate in a fresh interpreter
+that, before any candidate code, enters the layers of
+:mod:`cfjax.sandbox._layers` — namespaces (mount, network, PID, IPC, UTS, user),
+a private read-only root, a non-root uid, ``no_new_privs``, Landlock and a
+seccomp filter — then sets resource limits and installs the in-process audit
+hook (the second layer). This module holds what the parent needs:
+
+* :func:`seccomp_program` — the filter, compiled once per process with
+  **pyseccomp** (a maintained ctypes binding of libseccomp). libseccomp knows
+  each architecture's system-call numbers and rejects foreign ABIs (x32,
+  i386 on x86_64) — the error-prone part of a hand-written BPF program. The
+  program is exported as bytes and loaded by the child with
+  ``prctl(PR_SET_SECCOMP)``, so the child needs neither libseccomp nor
+  site-packages.
+* Landlock is applied with direct system calls (``_layers.py``): the
+  ``landlock`` package on PyPI (1.0.0.dev5) covers file-system rights only,
+  not the TCP rights (ABI 4) or the signal / abstract-socket scoping (ABI 6)
+  this sandbox relies on.
+* Namespaces and the private root use ``unshare``/``mount``/``pivot_root``
+  directly (what ``bwrap`` does); no setuid helper is needed, and nothing is
+  installed outside the Python environment.
+* :func:`probe` — which layers a sandboxed child actually gets on this machine
+  (``cfjax doctor`` prints it), and :func:`require_strong` — the refusal to run
+  a real model's code when a layer is missing, unless the user says
+  ``--allow-weak-sandbox``.
+
+What is and is not defended is written in README.md ("Running generated code").
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["LAYERS", "LAYERS_PATH", "DENIED_SYSCALLS", "seccomp_program", "probe", "missing", "describe",
+           "WeakSandboxError", "require_strong"]
+
+LAYERS_PATH = Path(__file__).with_name("_layers.py")
+
+#: every layer a sandboxed child reports (see :mod:`cfjax.sandbox._layers`), plus the two the
+#: scripts add themselves
+LAYERS = ("namespaces", "mount", "pidns", "uid", "userns", "no_new_privs", "landlock", "seccomp")
+
+#: system calls the filter refuses with ``EPERM`` (names unknown on an architecture are skipped);
+#: ``clone`` is refused unless it creates a thread, ``clone3`` answers ``ENOSYS`` (so a C library
+#: falls back on ``clone``, whose flags the filter can read)
+DENIED_SYSCALLS = (
+    # process creation and program execution
+    "fork", "vfork", "execve", "execveat",
+    # other processes
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "kcmp",
+    # the network and local sockets
+    "socket", "socketpair",
+    # namespaces, mounts and roots
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsmount", "fsconfig", "fspick",
+    "move_mount", "open_tree", "mount_setattr", "name_to_handle_at", "open_by_handle_at",
+    # kernel attack surface an evaluator never needs
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "keyctl", "add_key", "request_key", "init_module", "finit_module", "delete_module", "kexec_load",
+    "kexec_file_load", "reboot", "swapon", "swapoff", "acct", "quotactl", "syslog", "iopl", "ioperm",
+    "mknod", "mknodat", "personality", "uselib", "lookup_dcookie", "vhangup",
+)
+_CLONE_THREAD = 0x00010000
+
+
+@functools.lru_cache(maxsize=1)
+def seccomp_program() -> tuple[str, str]:
+    """``(program as hex, '')``, or ``('', why)`` when no filter can be made here."""
+    try:
+        import pyseccomp as sc
+    except Exception as e:  # ImportError, or RuntimeError("Unable to find libseccomp")
+        return "", f"pyseccomp/libseccomp unavailable ({type(e).__name__}: {e})"
+    try:
+        f = sc.SyscallFilter(sc.ALLOW)
+        for name in DENIED_SYSCALLS:
+            try:
+                f.add_rule(sc.ERRNO(errno.EPERM), name)
+            except (OSError, ValueError, RuntimeError):
+                continue  # not a system call on this architecture
+        f.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
+        f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        with tempfile.TemporaryFile() as tmp:
+            f.export_bpf(tmp)
+            tmp.seek(0)
+            program = tmp.read()
+    except Exception as e:  # libseccomp refused: no filter rather than a crash
+        return "", f"libseccomp could not build the filter ({type(e).__name__}: {e})"
+    return program.hex(), ""
+
+
+_PROBE = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import _layers
+spec = json.loads(sys.stdin.readline())
+os.makedirs(os.path.join(spec["scratch"], "root"), exist_ok=True)
+rep = _layers.enter(spec)
+out = {"layers": rep, "uid": os.getuid()}
+try:
+    open("/etc/hostname").read()
+    out["host_file"] = "readable"
+except OSError as e:
+    out["host_file"] = type(e).__name__
+os.write(1, (json.dumps(out) + "\n").encode())
+"""
+
+
+def _probe_once(timeout_s: float, python: str | None) -> dict:
+    program, why = seccomp_program()
+    scratch = tempfile.mkdtemp(prefix="cfjax-probe-")
+    try:
+        work = os.path.join(scratch, "work")
+        os.mkdir(work)
+        os.mkdir(os.path.join(scratch, "root"))
+        if os.geteuid() == 0:
+            os.chown(work, 65534, 65534)
+        spec = {"scratch": scratch, "rw": [work], "uid": 65534, "seccomp": program, "seccomp_why": why}
+        try:
+            res = subprocess.run([python or sys.executable, "-S", "-s", "-P", "-B", "-c", _PROBE, str(LAYERS_PATH.parent)],
+                                 input=json.dumps(spec) + "\n", capture_output=True, text=True, timeout=timeout_s,
+                                 cwd=work, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return {"layers": {k: f"off: the probe failed ({e})" for k in LAYERS}}
+        try:
+            return json.loads(res.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            tail = (res.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"layers": {k: f"off: the probe failed ({tail})" for k in LAYERS}}
+    finally:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=4)
+def probe(python: str | None = None, timeout_s: float = 20.0) -> dict[str, str]:
+    """``{layer: "on ..." | "off: <why>"}`` as a sandboxed child on this machine gets them (cached)."""
+    return dict(_probe_once(timeout_s, python).get("layers", {}))
+
+
+def missing(layers: dict[str, str]) -> tuple[str, ...]:
+    """The layers of :data:`LAYERS` that are not on (``userns`` counts as on when ``uid`` is)."""
+    return tuple(k for k in LAYERS if not str(layers.get(k, "off")).startswith("on"))
+
+
+def describe(layers: dict[str, str] | None = None) -> str:
+    """Human-readable table of the layers (``cfjax doctor``)."""
+    layers = probe() if layers is None else layers
+    width = max(len(k) for k in LAYERS)
+    lines = [f"  {k:<{width}}  {layers.get(k, 'off: unknown')}" for k in LAYERS]
+    lines.append(f"  {'rlimits':<{width}}  on (address space, CPU seconds, file size, open files, processes, core)")
+    lines.append(f"  {'audit_hook':<{width}}  on (second layer: CPython audit events, in-process)")
+    return "\n".join(lines)
+
+
+class WeakSandboxError(RuntimeError):
+    """A real model's code would run with an OS layer missing and the user did not allow it."""
+
+
+def require_strong(allow_weak: bool, *, backbone: str) -> dict[str, str]:
+    """Refuse to run a non-scripted backbone's code without every layer, unless ``allow_weak``.
+
+    The scripted backbone only writes edits of the suite's own code, so it is exempt. Returns the
+    probed layers."""
+    layers = probe()
+    gone = missing(layers)
+    if backbone != "scripted" and gone and not allow_weak:
+        detail = "; ".join(f"{k}: {layers.get(k, 'off')}" for k in gone)
+        raise WeakSandboxError(
+            f"the sandbox for generated code lacks {', '.join(gone)} on this machine ({detail}); "
+            "run `cfjax doctor` for details, or pass --allow-weak-sandbox to run anyway")
+    return layers
