@@ -99,12 +99,11 @@ class _Sys:
 
     def __init__(self):
         import ctypes
-        import platform
 
         self.ct = ctypes
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.libc.syscall.restype = ctypes.c_long
-        self.nr = _SYS.get(platform.machine(), {})
+        self.nr = _SYS.get(os.uname().machine, {})
 
     def check(self, res, what):
         if res == -1 or (isinstance(res, int) and res < 0):
@@ -324,17 +323,23 @@ def _prefixes():
     return out
 
 
-def _stdlib_read_rules(allow_site):
-    """Landlock read rules for the standard library: its directory may be listed, every entry but
-    ``site-packages`` read (unless ``allow_site``)."""
+def stdlib_dirs():
+    """The standard library's directories (``sysconfig``'s ``stdlib`` and ``platstdlib``)."""
     import sysconfig
 
-    std = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    paths = sysconfig.get_paths()
+    out = [os.path.realpath(paths["stdlib"])]
+    if os.path.realpath(paths["platstdlib"]) not in out:
+        out.append(os.path.realpath(paths["platstdlib"]))
+    return out
+
+
+def _stdlib_read_rules(allow_site, dirs=None):
+    """Landlock read rules for the standard library: its directory may be listed, every entry but
+    ``site-packages`` read (unless ``allow_site``). ``dirs`` (from the parent, which knows them
+    already) saves importing ``sysconfig`` here."""
+    dirs = list(dirs) if dirs else stdlib_dirs()
     rules = []
-    dirs = [std]
-    plat = os.path.realpath(sysconfig.get_paths()["platstdlib"])
-    if plat != std:
-        dirs.append(plat)
     listing = []
     for d in dirs:
         try:
@@ -372,7 +377,8 @@ def enter(spec):
       ``uid``       the uid to run as when started as root (65534);
       ``seccomp``   the filter program as a hex string ('' = none);
       ``allow_site``  whether site-packages may be read (the pytest cross-check runner);
-      ``layers``    the layers to try (default: all).
+      ``layers``    the layers to try (default: all);
+      ``stdlib``    the standard library's directories (default: from ``sysconfig``).
     """
     want = set(spec.get("layers") or LAYERS)
     rep = {name: "off: not requested" for name in LAYERS}
@@ -481,7 +487,7 @@ def enter(spec):
         if abi <= 0:
             rep["landlock"] = "off: the kernel has no Landlock"
         else:
-            listing, std = _stdlib_read_rules(allow_site)
+            listing, std = _stdlib_read_rules(allow_site, spec.get("stdlib"))
             read = ["/usr", "/etc/ld.so.cache", "/dev/zero", "/dev/random", "/dev/urandom"] + std
             if allow_site:
                 read += prefixes

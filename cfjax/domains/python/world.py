@@ -156,6 +156,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -320,7 +321,8 @@ class PytestWorld:
             return None
         program, why = seccomp_program()
         return {"scratch": scratch, "rw": [work], "uid": SANDBOX_UID, "seccomp": program, "seccomp_why": why,
-                "allow_site": self.runner == "pytest", "layers_dir": str(LAYERS_PATH.parent)}
+                "allow_site": self.runner == "pytest", "layers_dir": str(LAYERS_PATH.parent),
+                "stdlib": _stdlib_dirs(self.python)}
 
     def _run(self, action: str, done, *, cases: tuple[Case, ...] = (), test_src: str | None = None) -> Outcome:
         scratch = tempfile.mkdtemp(prefix="cfjax-py-", dir=self.scratch_root)
@@ -432,6 +434,21 @@ class PytestWorld:
         last = next((ln for ln in reversed(tail.strip().splitlines()) if ln.strip()), "")
         how = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
         return done(0.0, False, True, f"the test process ended without a verdict ({how}). {last}"[:400], "crash")
+
+
+@functools.lru_cache(maxsize=8)
+def _stdlib_dirs(python: str) -> list[str]:
+    """The standard library's directories of ``python`` (this interpreter's, or asked once)."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        from cfjax.sandbox._layers import stdlib_dirs
+
+        return stdlib_dirs()
+    code = "import json, sysconfig as s; p = s.get_paths(); print(json.dumps([p['stdlib'], p['platstdlib']]))"
+    try:
+        out = subprocess.run([python, "-S", "-c", code], capture_output=True, text=True, timeout=30).stdout
+        return sorted({os.path.realpath(p) for p in json.loads(out)})
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return []
 
 
 def _killpg(pgid: int) -> None:
