@@ -20,7 +20,7 @@ reports each one as ``"on"`` or ``"off: <why>"``:
    ``pivot_root`` into it, the old root detached, the tmpfs remounted
    read-only. Nothing else of the host (``/root``, ``/home``, ``/proc``,
    ``/etc``, the project tree, the suite's test files) exists inside.
-3. ``pidns`` — two ``fork``\ s: the first child is PID 1 (init) of the new PID
+3. ``pidns`` — two forks: the first child is PID 1 (init) of the new PID
    namespace and only waits; the untrusted code runs as PID 2 (init would
    ignore default-action signals such as the CPU limit's ``SIGXCPU``). When
    init exits, the kernel kills everything left in the namespace; nothing
