@@ -41,17 +41,18 @@ then adapts what the binding cannot: a number that the edit shifted
 and an identifier of ``after`` that ``before`` lacks but whose
 ``prefix_suffix`` shape matches a bound one (``e_a`` when ``s_a`` was bound to
 ``s_c``) is renamed to the target's suffix (``e_c``). The result is re-printed
-through the language's parser. Parsing is memoised.
+through the language's parser. Parsing is memoised in byte-bounded memos
+(:mod:`cfjax.domains.sat.memo`, ``UNITS_BUDGET`` estimated bytes each).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from cfjax.domains.common import bind_and_rewrite, masked_signature
+from cfjax.domains.sat.memo import byte_lru, text_cost
 from cfjax.types import EditError, EditModel, Unit
 from cfjax.domains.sat.sat_lang import (
     CARD_OPS, KEYWORDS, Binding, Card, EncodingError, Formula, Line, Lit, parse_line, print_line, program_lines,
@@ -112,7 +113,15 @@ def _carry(before: str, after: str, target_unit: str, keywords: frozenset[str]) 
 # =========================================================================== SAT
 
 
-@functools.lru_cache(maxsize=1 << 15)
+#: estimated bytes of each of the three memos below (:mod:`cfjax.domains.sat.memo`)
+UNITS_BUDGET = 16 << 20
+
+
+def _units_cost(action: str, value: tuple) -> int:
+    return text_cost(action, len(value))
+
+
+@byte_lru(UNITS_BUDGET, _units_cost)
 def _sat_lines(action: str) -> tuple[Line, ...]:
     try:
         return tuple(parse_line(s) for s in program_lines(action))
@@ -120,7 +129,7 @@ def _sat_lines(action: str) -> tuple[Line, ...]:
         raise EditError(f"cannot parse the encoding: {e.message}") from None
 
 
-@functools.lru_cache(maxsize=1 << 15)
+@byte_lru(UNITS_BUDGET, _units_cost)
 def _sat_units(action: str) -> tuple[Unit, ...]:
     return tuple(Unit("group", print_line(l)) for l in _sat_lines(action))
 
@@ -277,7 +286,7 @@ class SATEdits(EditModel):
 # =========================================================================== SMT
 
 
-@functools.lru_cache(maxsize=1 << 15)
+@byte_lru(UNITS_BUDGET, _units_cost)
 def _smt_units(action: str) -> tuple[Unit, ...]:
     try:
         cmds = parse_commands(action)

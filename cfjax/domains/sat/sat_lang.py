@@ -3,17 +3,27 @@
 One line is one quantified constraint group (the decision unit of Table 4);
 :mod:`cfjax.domains.sat.sat_world` documents the language and grounds parsed
 programs to CNF. Split from the world so that each module stays readable.
+
+Limits: a program has at most ``MAX_TEXT`` characters and ``MAX_LINES``
+constraint lines, a line at most ``MAX_LINE_CHARS`` characters (each length
+is checked before anything is tokenised), a number at most ``MAX_NUMBER``,
+a literal set at most 1000 elements. :func:`parse_line` and
+:func:`parse_program` are memoised in byte-bounded LRU memos
+(:mod:`cfjax.domains.sat.memo`; ``PARSE_LINE_BUDGET`` and
+``PARSE_PROGRAM_BUDGET`` estimated bytes; a text too large for its memo is
+parsed every time); errors are never memoised.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
+from cfjax.domains.sat.memo import byte_lru, text_cost
+
 __all__ = ["EncodingError", "CARD_OPS", "KEYWORDS", "MAX_TEXT", "MAX_LINES", "MAX_LINE_CHARS", "MAX_NUMBER",
-           "Line", "Card", "Formula", "Lit", "Binding", "SetRef", "parse_line", "parse_program", "print_line",
-           "program_lines"]
+           "PARSE_LINE_BUDGET", "PARSE_PROGRAM_BUDGET", "Line", "Card", "Formula", "Lit", "Binding", "SetRef",
+           "parse_line", "parse_program", "print_line", "program_lines"]
 
 CARD_OPS = ("exactly", "atleast", "atmost", "morethan", "lessthan")
 #: reserved words of the language (never masked in edit signatures)
@@ -25,10 +35,14 @@ MAX_TEXT = 100_000
 MAX_LINES = 500
 MAX_LINE_CHARS = 2_000
 MAX_NUMBER = 100_000
+#: estimated bytes of the memos of :func:`parse_line` / :func:`parse_program` (:mod:`cfjax.domains.sat.memo`)
+PARSE_LINE_BUDGET = 16 << 20
+PARSE_PROGRAM_BUDGET = 32 << 20
 
 
 class EncodingError(Exception):
-    """An encoding that cannot be used: ``kind`` is ``"parse_error"`` or ``"too_large"``."""
+    """An encoding that cannot be used: ``kind`` is ``"parse_error"`` or ``"too_large"`` (or ``"timeout"``:
+    grounding ran past its deadline, see :meth:`cfjax.domains.sat.sat_world.SATWorld.encode`)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")
@@ -295,9 +309,9 @@ def _check_scopes(each: tuple[Binding, ...], stmt: Card | Formula) -> None:
             seen.add(n)
 
 
-@functools.lru_cache(maxsize=1 << 15)
+@byte_lru(PARSE_LINE_BUDGET, lambda text, line: text_cost(text, 1))
 def parse_line(text: str) -> Line:
-    """Parse one constraint group (memoised; raises :class:`EncodingError`)."""
+    """Parse one constraint group (memoised, bounded by bytes; raises :class:`EncodingError`)."""
     if len(text) > MAX_LINE_CHARS:
         raise EncodingError("parse_error", f"a line has {len(text)} characters (at most {MAX_LINE_CHARS})")
     p = _Parser(text)
@@ -320,9 +334,9 @@ def program_lines(text: str) -> list[str]:
     return out
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@byte_lru(PARSE_PROGRAM_BUDGET, lambda text, lines: text_cost(text, len(lines)))
 def parse_program(text: str) -> tuple[Line, ...]:
-    """Every constraint line of ``text``, parsed (memoised; raises :class:`EncodingError`
+    """Every constraint line of ``text``, parsed (memoised, bounded by bytes; raises :class:`EncodingError`
     naming the 1-based constraint number)."""
     out = []
     for n, s in enumerate(program_lines(text), 1):

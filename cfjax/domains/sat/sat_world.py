@@ -64,14 +64,24 @@ verifier; the **worse** one is reported:
   index set, a wrong arity, an absurd number) → score 0, completed,
   ``error="parse_error"``;
 * an encoding above ``max_clauses`` / ``max_vars`` (estimated *before*
-  expanding, so a group that would expand to 10⁹ clauses fails at once) →
-  score 0, completed, ``error="too_large"``;
-* the solver running past ``timeout_s`` (interrupted through
-  :meth:`pysat.solvers.Solver.interrupt` from a :class:`threading.Timer`) →
-  ``completed=False``, ``error="timeout"``. Each probe of the lexicographic
-  search is also limited to ``lex_conflicts`` conflicts (a probe that runs
-  out keeps the value of the current model, so the reported solution is
-  always a model of the encoding; the limit is deterministic).
+  expanding, so a group that would expand to 10⁹ clauses fails at once, and
+  counted again *while* expanding: after every environment of a group and
+  every cardinality encoding) → score 0, completed, ``error="too_large"``;
+* grounding and solving together running past ``timeout_s`` →
+  ``completed=False``, ``error="timeout"``. One deadline, ``timeout_s`` after
+  the evaluation starts, covers both: grounding polls it every
+  ``POLL_EVERY`` work units (environments enumerated by ``each``/``for`` plus
+  clauses emitted), at every line and before every cardinality encoding, so
+  many lines of nested quantifiers stop at the deadline; the solver is
+  interrupted through :meth:`pysat.solvers.Solver.interrupt` from a
+  :class:`threading.Timer`. What cannot be interrupted is small and bounded
+  by the clause limit: one :class:`pysat.card.CardEnc` call (at most about
+  the group's estimate, ≤ ``max_clauses``) and one solver construction over
+  at most ``max_clauses`` clauses, so an evaluation ends within ``timeout_s``
+  plus a fraction of a second at the default limits. Each probe of the
+  lexicographic search is also limited to ``lex_conflicts`` conflicts (a
+  probe that runs out keeps the value of the current model, so the reported
+  solution is always a model of the encoding; the limit is deterministic).
 
 Feedback (``feedback=``) names the failed checks (in the question's terms) and never the gold.
 What else it says is a world option:
@@ -92,8 +102,14 @@ What else it says is a world option:
   (``passes only 14 of 16 checks``; the score).
 
 ``score``/``solved`` never depend on the option.
-Parsing is memoised (a pure function of the text); outcomes are never cached.
-The world holds only plain data (picklable) and is deterministic.
+Parsing is memoised (a pure function of the text) in LRU memos bounded by an
+estimate of their bytes (:mod:`cfjax.domains.sat.memo`; limits in
+:mod:`cfjax.domains.sat.sat_lang`); grounded CNF and outcomes are never
+cached. The world's own tables (variable numbering per environment, compiled
+checks per task) hold one entry per declared instance / task with rules, so
+untrusted actions cannot grow them.
+The world holds only plain data (picklable) and is deterministic (up to
+where a deadline interrupts an encoding that runs out of time).
 
 Length: the parser and printer live in :mod:`cfjax.domains.sat.sat_lang`; what stays here — grounding,
 the verifier and the interruptible solver loop — shares one budget and one set of limits, and this
@@ -220,8 +236,13 @@ def _product(lists: Sequence[Sequence[str]]) -> Iterator[tuple[str, ...]]:
 # --------------------------------------------------------------------------- grounding
 
 
+#: grounding polls its deadline every this many work units (environments enumerated + clauses emitted)
+POLL_EVERY = 512
+
+
 class _Grounder:
-    def __init__(self, inst: SATInstance, table: _VarTable, max_clauses: int, max_vars: int) -> None:
+    def __init__(self, inst: SATInstance, table: _VarTable, max_clauses: int, max_vars: int,
+                 deadline: float | None = None) -> None:
         self.inst = inst
         self.t = table
         self.max_clauses = max_clauses
@@ -229,6 +250,20 @@ class _Grounder:
         self.top = table.n
         self.clauses: list[list[int]] = []
         self.unsat = False
+        self.deadline = deadline
+        self.work = 0  # environments enumerated + clauses emitted so far
+        self._poll_at = POLL_EVERY
+
+    def check_size(self) -> None:
+        if len(self.clauses) > self.max_clauses or self.top > self.max_vars:
+            raise EncodingError("too_large", f"the encoding exceeds {self.max_clauses:,} clauses or "
+                                             f"{self.max_vars:,} variables")
+
+    def poll(self) -> None:
+        """Raise ``EncodingError("timeout")`` once the deadline has passed (called every ``POLL_EVERY`` units)."""
+        self._poll_at = self.work + POLL_EVERY
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            raise EncodingError("timeout", "grounding did not finish before the deadline")
 
     # sets ------------------------------------------------------------------
     def _atom(self, a: str, env: Mapping[str, Any]) -> str:
@@ -265,6 +300,9 @@ class _Grounder:
 
     def envs(self, bindings: tuple[Binding, ...], env: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if not bindings:
+            self.work += 1
+            if self.work >= self._poll_at:
+                self.poll()
             yield env
             return
         b, rest = bindings[0], bindings[1:]
@@ -320,8 +358,10 @@ class _Grounder:
         if est > self.max_clauses:
             raise EncodingError("too_large", f"the group `{print_line(line)[:120]}` would expand to about {est:,} "
                                              f"clauses (at most {self.max_clauses:,})")
+        self.poll()
         s = line.stmt
         for env in self.envs(line.each, {}):
+            before = len(self.clauses)
             if isinstance(s, Card):
                 lits = [self.lit(l, e) for e in self.envs(s.comp, env) for l in s.lits]
                 self.card(lits, s.op, s.k)
@@ -340,9 +380,12 @@ class _Grounder:
                     for a in neg_left:
                         for b in pos_right:
                             self.clauses.append(a + b)
-            if len(self.clauses) > self.max_clauses or self.top > self.max_vars:
-                raise EncodingError("too_large", f"the encoding exceeds {self.max_clauses:,} clauses or "
-                                                 f"{self.max_vars:,} variables")
+            n = len(self.clauses)
+            if n > self.max_clauses or self.top > self.max_vars:
+                self.check_size()
+            self.work += n - before
+            if self.work >= self._poll_at:
+                self.poll()
 
     def card(self, lits: list[int], op: str, k: int) -> None:
         if op == "morethan":
@@ -383,10 +426,12 @@ class _Grounder:
     def _enc(self, kind: str, lits: list[int], k: int) -> None:
         from pysat.card import CardEnc, EncType
 
+        self.poll()  # one uninterruptible pysat call (its size is bounded by the group's estimate)
         fn = CardEnc.atleast if kind == "atleast" else CardEnc.atmost
         enc = fn(lits=lits, bound=k, top_id=self.top, encoding=EncType.seqcounter)
         self.top = max(self.top, enc.nv)
         self.clauses.extend(enc.clauses)
+        self.check_size()
 
 
 # --------------------------------------------------------------------------- verifier
@@ -611,12 +656,14 @@ class SATWorld:
                 for chk in self.checks(task))
         return c
 
-    def encode(self, task: Task, action: str) -> tuple[list[list[int]], int, bool]:
-        """``(clauses, number of variables, trivially unsat)`` of an encoding (raises :class:`EncodingError`)."""
+    def encode(self, task: Task, action: str, deadline: float | None = None) -> tuple[list[list[int]], int, bool]:
+        """``(clauses, number of variables, trivially unsat)`` of an encoding (raises :class:`EncodingError`;
+        kind ``"timeout"`` once :func:`time.perf_counter` passes ``deadline``, polled during grounding)."""
         lines = parse_program(action)
         if not lines:
             raise EncodingError("parse_error", "empty encoding: write one constraint group per line")
-        g = _Grounder(self._instance(task.env_id), self._table(task.env_id), self.max_clauses, self.max_vars)
+        g = _Grounder(self._instance(task.env_id), self._table(task.env_id), self.max_clauses, self.max_vars,
+                      deadline)
         for n, line in enumerate(lines, 1):
             try:
                 g.add_line(line)
@@ -648,6 +695,9 @@ class SATWorld:
             models.append(res)
         return models
 
+    def _timeout_text(self) -> str:
+        return f"Timeout: the solver did not finish within {self.timeout_s:g} s."
+
     @staticmethod
     def _score(compiled: tuple, vals: list[bool]) -> tuple[int, list[str]]:
         failed = []
@@ -670,8 +720,10 @@ class SATWorld:
         table = self._table(task.env_id)
         start = time.perf_counter()
         try:
-            clauses, _, unsat = self.encode(task, action)
+            clauses, _, unsat = self.encode(task, action, start + self.timeout_s)
         except EncodingError as e:
+            if e.kind == "timeout":
+                return Outcome(0.0, False, False, self._timeout_text(), "timeout", time.perf_counter() - start)
             prefix = "Parse error" if e.kind == "parse_error" else "Too large"
             return Outcome(0.0, False, True, _clip(f"{prefix}: {e.message}"), e.kind, time.perf_counter() - start)
         rich = self.feedback == "rich"
@@ -680,8 +732,7 @@ class SATWorld:
             return Outcome(0.0, False, True, unsat_fb, None, time.perf_counter() - start)
         res = self._solve(clauses, table.n, start + self.timeout_s)
         if res == "timeout":
-            return Outcome(0.0, False, False, f"Timeout: the solver did not finish within {self.timeout_s:g} s.",
-                           "timeout", time.perf_counter() - start)
+            return Outcome(0.0, False, False, self._timeout_text(), "timeout", time.perf_counter() - start)
         if res == "unsat":
             return Outcome(0.0, False, True, unsat_fb, None, time.perf_counter() - start)
         worst: tuple[int, list[str], str] | None = None

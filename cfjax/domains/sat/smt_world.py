@@ -44,9 +44,23 @@ Score = fraction of checks passed (``solved`` iff all pass). Unsatisfiable →
 score 0 ("the encoding is unsatisfiable"; ``feedback="rich"`` adds "but the
 problem has a solution");
 reader/whitelist/Z3 errors → score 0, completed, ``error`` =
-``"parse_error"``/``"forbidden"``/``"too_large"``; Z3 returning *unknown*
-(its ``timeout`` parameter, set to what is left of ``timeout_s``) →
-``completed=False``, ``error="timeout"``.
+``"parse_error"``/``"forbidden"``/``"too_large"``; running past ``timeout_s``
+→ ``completed=False``, ``error="timeout"``.
+
+Bounds: one deadline, ``timeout_s`` after the evaluation starts, covers the
+whole evaluation. The reader's limits (``MAX_TEXT`` characters, checked
+before tokenising; ``MAX_TOKENS``, ``MAX_DEPTH``, ``MAX_COMMANDS``,
+``MAX_NUMERAL_DIGITS``) bound what Z3 parses, and the check of Z3's parsed
+terms stops at ``MAX_AST_NODES`` distinct terms and polls the deadline.
+Each optimiser run gets what is left as Z3's ``timeout`` parameter (Z3
+answering *unknown* is a timeout), and a :class:`threading.Timer` interrupts
+the context (:meth:`z3.Context.interrupt`) ``Z3_INTERRUPT_GRACE_S`` after the
+deadline in case some Z3 step ignores that parameter. Z3 has no per-context
+memory limit: its ``memory_max_size`` is process-global, and in the Z3 build
+in use a context created once it is exceeded crashes the process, so it is
+deliberately not set; memory is bounded by the input limits and the deadline.
+:func:`parse_commands` is memoised in a byte-bounded LRU memo
+(:mod:`cfjax.domains.sat.memo`, ``PARSE_COMMANDS_BUDGET`` estimated bytes).
 
 Feedback (``feedback=``, as in the SAT world): ``"user"`` (default) reports
 errors, "unsatisfiable" and which stated requirements a schedule of the
@@ -67,14 +81,15 @@ world share limits and error kinds; splitting them would scatter the sandbox's o
 
 from __future__ import annotations
 
-import functools
 import operator
 import re
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from cfjax.domains.sat.memo import byte_lru, text_cost
 from cfjax.types import Task
 from cfjax.types import Outcome
 
@@ -89,6 +104,10 @@ MAX_TOKENS = 20_000
 MAX_NUMERAL_DIGITS = 12
 MAX_COMMANDS = 400
 MAX_AST_NODES = 50_000
+#: estimated bytes of the memo of :func:`parse_commands` (:mod:`cfjax.domains.sat.memo`)
+PARSE_COMMANDS_BUDGET = 32 << 20
+#: seconds past ``timeout_s`` after which a Z3 call that ignored its ``timeout`` parameter is interrupted
+Z3_INTERRUPT_GRACE_S = 0.25
 MAX_FEEDBACK = 790
 #: values of the ``feedback`` option (module docstring)
 FEEDBACK_MODES = ("user", "rich")
@@ -266,9 +285,10 @@ def check_command(cmd: SExpr) -> SExpr:
     return cmd
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@byte_lru(PARSE_COMMANDS_BUDGET, lambda text, cmds: text_cost(text, len(cmds)))
 def parse_commands(text: str) -> tuple[SExpr, ...]:
-    """The whitelisted top-level commands of an SMT-LIB script (memoised; raises :class:`SmtError`)."""
+    """The whitelisted top-level commands of an SMT-LIB script (memoised, bounded by bytes;
+    raises :class:`SmtError`)."""
     cmds = read_sexprs(text)
     if len(cmds) > MAX_COMMANDS:
         raise SmtError("too_large", f"{len(cmds)} commands (at most {MAX_COMMANDS})")
@@ -474,6 +494,11 @@ def _clip(text: str, limit: int = MAX_FEEDBACK) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _interrupt(ctx: Any, fired: threading.Event) -> None:
+    fired.set()
+    ctx.interrupt()
+
+
 class SMTWorld:
     """Executable SMT (QF_LIA) world model: ``evaluate(task, script) -> Outcome`` (module docstring).
 
@@ -541,8 +566,9 @@ class SMTWorld:
         return "\n".join(lines)
 
     @staticmethod
-    def _validate(assertions, z3) -> None:
-        """Keep the parsed assertions inside QF_LIA (raises :class:`SmtError`)."""
+    def _validate(assertions, z3, deadline: float | None = None) -> None:
+        """Keep the parsed assertions inside QF_LIA (raises :class:`SmtError`; kind ``"timeout"``
+        once :func:`time.perf_counter` passes ``deadline``, polled every 256 terms)."""
         allowed = {z3.Z3_OP_TRUE, z3.Z3_OP_FALSE, z3.Z3_OP_EQ, z3.Z3_OP_DISTINCT, z3.Z3_OP_ITE, z3.Z3_OP_AND,
                    z3.Z3_OP_OR, z3.Z3_OP_XOR, z3.Z3_OP_NOT, z3.Z3_OP_IMPLIES, z3.Z3_OP_ANUM, z3.Z3_OP_LE,
                    z3.Z3_OP_GE, z3.Z3_OP_LT, z3.Z3_OP_GT, z3.Z3_OP_ADD, z3.Z3_OP_SUB, z3.Z3_OP_UMINUS,
@@ -559,6 +585,8 @@ class SMTWorld:
             seen += 1
             if seen > MAX_AST_NODES:
                 raise SmtError("too_large", f"the assertions have more than {MAX_AST_NODES} distinct terms")
+            if deadline is not None and not seen & 255 and time.perf_counter() >= deadline:
+                raise SmtError("timeout", "checking the parsed assertions did not finish before the deadline")
             if z3.is_quantifier(e) or not z3.is_app(e):
                 raise SmtError("forbidden", "quantifiers are not allowed (QF_LIA)")
             sort = e.sort().kind()
@@ -584,36 +612,52 @@ class SMTWorld:
         inst = self._instance(task.env_id)
         checks = self.checks(task)
         start = time.perf_counter()
+        deadline = start + self.timeout_s
 
         def fail(kind: str, msg: str, completed: bool = True) -> Outcome:
             prefix = {"parse_error": "Parse error", "forbidden": "Forbidden", "too_large": "Too large",
                       "timeout": "Timeout", "solver_error": "Solver error"}.get(kind, kind)
             return Outcome(0.0, False, completed, _clip(f"{prefix}: {msg}"), kind, time.perf_counter() - start)
 
+        def timed_out() -> Outcome:
+            return Outcome(0.0, False, False, f"Timeout: the solver did not finish within {self.timeout_s:g} s",
+                           "timeout", time.perf_counter() - start)
+
         try:
             text = self.script(inst, action)
         except SmtError as e:
             return fail(e.kind, e.message)
         ctx = z3.Context()
+        # backstop: Z3 work that ignores its ``timeout`` parameter is interrupted shortly after the deadline
+        fired = threading.Event()
+        timer = threading.Timer(max(0.0, deadline - time.perf_counter()) + Z3_INTERRUPT_GRACE_S, _interrupt,
+                                (ctx, fired))
+        timer.daemon = True
+        timer.start()
         try:
             try:
                 fs = z3.parse_smt2_string(text, ctx=ctx)
             except z3.Z3Exception as e:
+                if fired.is_set():
+                    return timed_out()
                 msg = e.value.decode() if isinstance(getattr(e, "value", None), bytes) else str(e)
                 msg = re.sub(r"line \d+ column \d+: ", "", msg.replace("\n", " "))
                 return fail("parse_error", msg[:300])
             try:  # the prelude (3 assertions per job) is the environment's own and trusted
-                self._validate([fs[i] for i in range(3 * len(inst.jobs), len(fs))], z3)
+                self._validate([fs[i] for i in range(3 * len(inst.jobs), len(fs))], z3, deadline)
             except SmtError as e:
-                return fail(e.kind, e.message)
+                return timed_out() if e.kind == "timeout" else fail(e.kind, e.message)
             starts = [z3.Int(f"s_{j}", ctx) for j, _ in inst.jobs]
             try:
                 values = self._extremes(z3, ctx, fs, inst, starts, start)
             except z3.Z3Exception as e:  # pragma: no cover - defensive: the solver failed, not the action
+                if fired.is_set():
+                    return timed_out()
                 return fail("solver_error", str(e)[:200], False)
             if isinstance(values, Outcome):
                 return values
         finally:
+            timer.cancel()
             del ctx
         worst: tuple[list[str], str] | None = None
         for vals, label in zip(values, ("earliest", "latest")):
