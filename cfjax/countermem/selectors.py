@@ -28,11 +28,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfjax.config import to_dict
-from cfjax.infra.io import atomic_write_json, read_json
+from cfjax.infra.checkpoint import has_checkpoint, load_latest, save_step
 from cfjax.kernels import dqn
 from cfjax.kernels._base import masked_argmax
 from cfjax.kernels.trainer import DecisionTable, TrainerState, as_jax, make_train, table_hash
@@ -300,41 +299,34 @@ def _meta(table_digest: str, config: dqn.DQNConfig, max_depth: int, hp: dqn.DQNH
 
 
 def save_trainer(directory: str | Path, state: TrainerState, *, table_digest: str, config: dqn.DQNConfig,
-                 max_depth: int, hp: dqn.DQNHParams) -> Path:
+                 max_depth: int, hp: dqn.DQNHParams, keep: int = 2) -> Path:
     """Save the full trainer state (params, target, Adam, replay, key, step, best
-    checkpoint) with orbax, plus ``meta.json`` naming the table hash and config."""
+    checkpoint) with orbax, plus ``meta.json`` naming the table hash and config, as a new
+    crash-safe step of ``directory`` (:func:`cfjax.infra.checkpoint.save_step`: the previous
+    step stays until this one is committed; the newest ``keep`` steps are kept)."""
     d = Path(directory).absolute()
-    d.mkdir(parents=True, exist_ok=True)
-    ck = ocp.StandardCheckpointer()
-    try:
-        ck.save(d / "state", jax.tree.map(np.asarray, state), force=True)
-        ck.wait_until_finished()
-    finally:
-        ck.close()
     decisions = int(np.max(np.asarray(state.learner.decisions)))
-    atomic_write_json(d / "meta.json", _meta(table_digest, config, max_depth, hp, decisions))
+    save_step(d, "state", state, _meta(table_digest, config, max_depth, hp, decisions), keep=keep)
     return d
 
 
 def load_trainer(directory: str | Path, like: TrainerState, *, table_digest: str, config: dqn.DQNConfig,
                  max_depth: int, hp: dqn.DQNHParams) -> TrainerState:
-    """Restore a :func:`save_trainer` checkpoint; refuses another table, config or grid."""
-    d = Path(directory).absolute()
-    meta = read_json(d / "meta.json")
-    want = _meta(table_digest, config, max_depth, hp, meta.get("decisions", 0))
-    if meta["table_hash"] != table_digest:
-        raise CheckpointMismatchError(
-            f"checkpoint {d} was trained on decision table {meta['table_hash'][:12]}…, not {table_digest[:12]}…")
-    for k in ("config", "max_depth", "hparams"):
-        if meta[k] != want[k]:
-            diff = sorted(x for x in set(meta[k]) | set(want[k]) if meta[k].get(x) != want[k].get(x)) \
-                if isinstance(meta[k], dict) else [k]
-            raise CheckpointMismatchError(f"checkpoint {d} was made with a different {k} (differs in {diff})")
-    ck = ocp.StandardCheckpointer()
-    try:
-        restored = ck.restore(d / "state", jax.tree.map(np.asarray, like))
-    finally:
-        ck.close()
+    """Restore the newest complete :func:`save_trainer` step (or a checkpoint of the pre-step
+    format); refuses another table, config or grid."""
+    def check(meta: dict, step: Path) -> None:
+        want = _meta(table_digest, config, max_depth, hp, meta.get("decisions", 0))
+        if meta["table_hash"] != table_digest:
+            raise CheckpointMismatchError(
+                f"checkpoint {step} was trained on decision table {meta['table_hash'][:12]}…, "
+                f"not {table_digest[:12]}…")
+        for k in ("config", "max_depth", "hparams"):
+            if meta[k] != want[k]:
+                diff = sorted(x for x in set(meta[k]) | set(want[k]) if meta[k].get(x) != want[k].get(x)) \
+                    if isinstance(meta[k], dict) else [k]
+                raise CheckpointMismatchError(f"checkpoint {step} was made with a different {k} (differs in {diff})")
+
+    restored, _, _ = load_latest(directory, "state", jax.tree.map(np.asarray, like), check=check)
     return jax.tree.map(jnp.asarray, restored)
 
 
@@ -343,7 +335,8 @@ def train_resumable(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
                     max_depth: int = 2, stop_after: int | None = None) -> TrainerState:
     """Train a vmapped batch of seeds in chunks, saving after every ``save_every``
     validation chunks and resuming from ``checkpoint_dir`` when it holds a
-    checkpoint of the same table and config. ``stop_after`` (chunks) simulates an
+    checkpoint of the same table and config (the newest complete one: a save
+    killed half-way leaves the previous one). ``stop_after`` (chunks) simulates an
     interruption. The result is bit-identical to an uninterrupted run on CPU."""
     trainer = make_train(config, max_depth=max_depth)
     hp = config.hparams() if hp is None else hp
@@ -353,7 +346,7 @@ def train_resumable(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
     init = jax.jit(jax.vmap(trainer.init, in_axes=(0, None)))
     state = init(keys, hp)
     ckdir = Path(checkpoint_dir)
-    if (ckdir / "meta.json").exists():
+    if has_checkpoint(ckdir):
         state = load_trainer(ckdir, state, table_digest=digest, config=config, max_depth=max_depth, hp=hp)
     done = int(np.max(np.asarray(state.learner.decisions))) // config.checkpoint_every
     runs: dict[int, object] = {}  # one compiled program per chunk count (save_every, and a shorter tail)
@@ -367,7 +360,6 @@ def train_resumable(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
         if stop_after is not None and done >= stop_after:
             break
     return state
-
 
 
 def _by_task(x: np.ndarray, samples: int) -> np.ndarray:
