@@ -3,12 +3,49 @@
 The config of a run is ``--config FILE`` (TOML, checked key by key; see
 :mod:`cfjax.config`) or the papers' defaults, then ``--quick``
 (:data:`cfjax.config.QUICK` / :data:`cfjax.config.AP_QUICK`), then the flag
-overrides (``--seeds``, ``--decisions``, …). A bad config file or value exits
-with status 2 and one line ``cfjax: <message>`` on stderr.
+overrides (``--seeds``, ``--decisions``, …).
 
     cfjax countermem run --suite all --out runs/countermem    # the main job (scripted backbone, seeds 0 1 2)
     cfjax countermem run --suite sql --out runs/x --backbone openai   # a real LLM (CFJAX_LLM_BASE_URL, CFJAX_LLM_MODEL)
     cfjax sweep --method countermem --out runs/sweep            # the pre-registered competence sweep
+
+Existing outputs. A command never overwrites silently: a non-empty ``--out``
+directory (or, for ``train-selectors``, an existing output file) is refused
+unless a flag says what to do, checked before anything is written:
+
+* ``--force`` removes exactly what the command writes there (and the temp
+  files of its interrupted writes), keeping every other file, then runs as
+  into a fresh directory. ``countermem run``: ``config.toml``,
+  ``results.json``, ``report.txt``, ``suites/<suite>/``,
+  ``<suite>/split_*/`` and ``figures/<its five PNGs>``; ``antipersist run``:
+  ``config.toml``, ``results.json``, ``report.txt``, ``.world_cache/``,
+  ``suites/<suite>/``, ``<suite>/results.json``,
+  ``<suite>/success_by_iteration.png``, ``<suite>/split_*/``; ``sweep``:
+  ``sweep.json``, ``sweep.txt``, ``sweep_*.png``, ``suites/<suite>/``,
+  ``point_NN*/``; ``countermem table``: ``store.json``, ``build.json``,
+  ``parts/NNNNNN.npz``, ``table.npz``, ``table.json``, ``selectors.json``,
+  ``suites/<suite>/``; ``countermem report``: the five figure PNGs in the
+  figure directory; ``train-selectors``: replaces the output file.
+  Directories the removal leaves empty are removed too; a symbolic link
+  is removed as a link (its target is never entered or touched).
+* ``--resume`` continues: only ``countermem table`` can (its store, build
+  settings and finished part files are checked and reused; other settings are
+  refused). The other commands refuse ``--resume`` with one line (their
+  runners do not save partial results), whatever the directory holds.
+
+Errors. A user error — a bad flag value, config file, grid file, a corrupt
+or inconsistent input file (:class:`cfjax.infra.io.CorruptFileError`), an
+output that exists (:class:`cfjax.infra.io.OutputExistsError`), a missing or
+unreadable path — prints one line ``cfjax: <message>`` on stderr and exits
+with status 2 (every :class:`cfjax.infra.io.UserError`, which
+:class:`cfjax.config.ConfigError` is, and ``FileNotFoundError``,
+``IsADirectoryError``, ``NotADirectoryError``, ``PermissionError``,
+``FileExistsError``). Any
+other exception is a bug or an environment failure: one line
+``cfjax: internal error: <type>: <message> (run with --debug for the
+traceback)`` and status 1. Ctrl-C exits 130 with ``cfjax: interrupted``.
+The global ``--debug`` (before or after the subcommand) re-raises every
+exception with its traceback instead.
 """
 
 from __future__ import annotations
@@ -18,11 +55,70 @@ import dataclasses
 import os
 import sys
 
-__all__ = ["main"]
+from cfjax.infra.io import UserError
+
+__all__ = ["main", "build_parser", "UsageError"]
+
+
+class UsageError(UserError):
+    """A command line argparse refuses (unknown flag, bad value, missing argument)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (:class:`UsageError`) instead of usage text and ``exit(2)``."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sub = self.prog.removeprefix("cfjax").strip()  # "countermem run"; printed after "cfjax: "
+        raise UsageError(f"{sub + ': ' if sub else ''}{message} (see {self.prog} --help)")
 
 
 def _log(s: str) -> None:
     print(s, flush=True)
+
+
+def _int_at_least(lo: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {v}")
+        return v
+
+    parse.__name__ = "int"  # argparse names the type in some messages
+    return parse
+
+
+_pos_int = _int_at_least(1)
+_seed_int = _int_at_least(0)
+
+
+def _existing(args: argparse.Namespace) -> str:
+    """``--force`` / ``--resume`` as the library's ``existing`` argument."""
+    return "force" if getattr(args, "force", False) else "resume" if getattr(args, "resume", False) else "refuse"
+
+
+def _replace(cfg, flag: str, **changes):
+    """``dataclasses.replace`` whose refusal (a ``__post_init__`` range check) names the flag."""
+    from cfjax.config import ConfigError
+
+    try:
+        return dataclasses.replace(cfg, **changes)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{flag}: {' '.join(str(e).split())}") from None
+
+
+def _checked(flag: str, fn, *a, **kw):
+    """``fn(*a, **kw)``, its ``ValueError`` (a refused flag value) turned into a one-line user error."""
+    from cfjax.config import ConfigError
+
+    try:
+        return fn(*a, **kw)
+    except UserError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{flag}: {' '.join(str(e).split())}") from None
 
 
 def _countermem_config(args: argparse.Namespace):
@@ -33,33 +129,49 @@ def _countermem_config(args: argparse.Namespace):
     if getattr(args, "quick", False):
         cfg = quick(cfg)
     if getattr(args, "seeds", None) is not None:
-        cfg = dataclasses.replace(cfg, seeds=tuple(args.seeds))
+        cfg = _replace(cfg, "--seeds", seeds=tuple(args.seeds))
     if getattr(args, "split_seeds", None) is not None:
-        cfg = dataclasses.replace(cfg, split_seeds=tuple(args.split_seeds))
+        cfg = _replace(cfg, "--split-seeds", split_seeds=tuple(args.split_seeds))
     if getattr(args, "selector_seeds", None) is not None:
-        cfg = dataclasses.replace(cfg, selector_seeds=tuple(args.selector_seeds))
+        cfg = _replace(cfg, "--selector-seeds", selector_seeds=tuple(args.selector_seeds))
     if getattr(args, "decisions", None) is not None:
-        cfg = dataclasses.replace(cfg, dqn=dataclasses.replace(cfg.dqn, total_decisions=args.decisions))
+        cfg = _replace(cfg, "--decisions", dqn=_replace(cfg.dqn, "--decisions", total_decisions=args.decisions))
     return cfg
+
+
+def _backbone(args: argparse.Namespace):
+    from cfjax.experiments.countermem import backbone_spec
+
+    return _checked(f"--backbone {args.backbone}", backbone_spec, args.backbone,
+                    base_url=getattr(args, "base_url", None), model=getattr(args, "model", None))
 
 
 def _countermem_run(args: argparse.Namespace) -> int:
     from cfjax.config import QUICK
-    from cfjax.experiments.countermem import backbone_spec, resolve_suites, run_main
+    from cfjax.experiments.countermem import expand_rows, resolve_suites, run_main
 
     suites = resolve_suites(args.suite)
+    rows = _checked("--rows", expand_rows, args.rows or ["all"])
     cfg = _countermem_config(args)
     max_tasks = (args.max_tasks or QUICK.max_tasks) if args.quick else args.max_tasks
-    run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=backbone_spec(args.backbone),
+    run_main(cfg, suites=suites, rows=rows, out=args.out, backbone=_backbone(args),
              workers=args.workers, threads=args.threads, max_tasks=max_tasks, quick=args.quick,
-             progress=not args.no_progress, log=_log)
+             progress=not args.no_progress, log=_log, existing=_existing(args))
     return 0
 
 
 def _countermem_report(args: argparse.Namespace) -> int:
-    from cfjax.experiments.countermem import report_main
+    from pathlib import Path
 
-    report_main(args.dir, out=args.out, log=_log)
+    from cfjax.experiments.countermem import report_main
+    from cfjax.infra.io import CorruptFileError, read_json
+
+    results = Path(args.dir) / "results.json"
+    if results.is_file():  # check it here: the report's own reader is not defensive
+        doc = read_json(results, checksum=False)
+        if not isinstance(doc, dict) or not isinstance(doc.get("summary"), dict):
+            raise CorruptFileError(results, "no 'summary' object (not written by `cfjax countermem run`)")
+    report_main(args.dir, out=args.out, log=_log, existing=_existing(args))
     return 0
 
 
@@ -69,15 +181,18 @@ def _countermem_table(args: argparse.Namespace) -> int:
 
     cfg = load_toml(CounterMemConfig, args.config) if args.config else CounterMemConfig()
     table_main(cfg, suite=args.suite, out=args.out, seed=args.seed, samples=args.samples,
-               progress=not args.no_progress, log=_log)
+               progress=not args.no_progress, log=_log, existing=_existing(args))
     return 0
 
 
 def _countermem_train_selectors(args: argparse.Namespace) -> int:
+    from cfjax.countermem.selectors import parse_grid, parse_seeds
     from cfjax.experiments.selectors import train_selectors_main
 
+    _checked("--seeds", parse_seeds, args.seeds)
+    _checked("--grid", parse_grid, list(args.grid or []))
     train_selectors_main(args.table, seeds=args.seeds, grid=args.grid or [], decisions=args.decisions, out=args.out,
-                         n_boot=args.n_boot, log=_log)
+                         n_boot=args.n_boot, log=_log, existing=_existing(args))
     return 0
 
 
@@ -88,29 +203,24 @@ def _antipersist_config(args: argparse.Namespace):
     cfg = load_toml(APConfig, args.config) if args.config else APConfig()
     if args.quick:
         cfg = quick(cfg)
-    changes: dict = {}
-    if args.seeds is not None:
-        changes["seeds"] = tuple(args.seeds)
-    if getattr(args, "split_seeds", None) is not None:
-        changes["split_seeds"] = tuple(args.split_seeds)
-    if args.iterations is not None:
-        changes["iterations"] = args.iterations
-    if args.tasks is not None:
-        changes["tasks_per_iteration"] = args.tasks
-    if args.max_tasks is not None:
-        changes["max_eval_tasks"] = args.max_tasks
-    return dataclasses.replace(cfg, **changes)
+    flags = {"seeds": ("--seeds", "seeds"), "split_seeds": ("--split-seeds", "split_seeds"),
+             "iterations": ("--iterations", "iterations"), "tasks": ("--tasks", "tasks_per_iteration"),
+             "max_tasks": ("--max-tasks", "max_eval_tasks")}
+    for attr, (flag, field) in flags.items():
+        v = getattr(args, attr, None)
+        if v is not None:
+            cfg = _replace(cfg, flag, **{field: tuple(v) if isinstance(v, list) else v})
+    return cfg
 
 
 def _antipersist_run(args: argparse.Namespace) -> int:
     from cfjax.experiments.antipersist import run_main
-    from cfjax.experiments.countermem import backbone_spec, resolve_suites
+    from cfjax.experiments.countermem import resolve_suites
 
     suites = resolve_suites(args.suite)
     cfg = _antipersist_config(args)
-    spec = backbone_spec(args.backbone, base_url=args.base_url, model=args.model)
-    run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=spec, workers=args.workers, quick=args.quick,
-             log=_log)
+    run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=_backbone(args), workers=args.workers,
+             quick=args.quick, log=_log, existing=_existing(args))
     return 0
 
 
@@ -118,18 +228,31 @@ def _sweep(args: argparse.Namespace) -> int:
     from cfjax.experiments.sweep import DEFAULT_GRID, run_sweep
 
     run_sweep(args.method, grid=args.grid or DEFAULT_GRID, out=args.out, quick=args.quick, workers=args.workers,
-              log=_log)
+              log=_log, existing=_existing(args))
     return 0
+
+
+def _out_flags(parser: argparse.ArgumentParser, *, force: str, resume: str | None) -> None:
+    """``--force`` / ``--resume`` (mutually exclusive) for a command that writes ``--out``."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--force", action="store_true", help=force)
+    g.add_argument("--resume", action="store_true",
+                   help=resume or "not supported by this command (it refuses with one line)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from cfjax.config import AP_QUICK, QUICK
 
-    p = argparse.ArgumentParser(prog="cfjax", description="cfjax: a JAX learning core for agent memory")
+    common = _Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of any error (also accepted before the subcommand)")
+    p = _Parser(prog="cfjax", description="cfjax: a JAX learning core for agent memory")
+    p.add_argument("--debug", action="store_true", help="show the traceback of any error instead of one line")
     sub = p.add_subparsers(dest="method", required=True)
     cm = sub.add_parser("countermem", help="CounterMem: verified counterfactual memory")
     cms = cm.add_subparsers(dest="command", required=True)
-    r = cms.add_parser("run", help="Algorithm 1 with every baseline and ablation row on the built-in suites")
+    r = cms.add_parser("run", parents=[common],
+                       help="Algorithm 1 with every baseline and ablation row on the built-in suites")
     r.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
     r.add_argument("--rows", nargs="+", default=None,
                    help="rows to run (default: all): none best_of_n expel cf_memory cf_without_wm wm_without_cf "
@@ -138,53 +261,64 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server; "
                         "set CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL)")
-    r.add_argument("--seeds", type=int, nargs="+", default=None, help="backbone seeds (default: 0 1 2)")
-    r.add_argument("--split-seeds", type=int, nargs="+", default=None,
+    r.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="backbone seeds (default: 0 1 2)")
+    r.add_argument("--split-seeds", type=_seed_int, nargs="+", default=None,
                    help="split seeds, one twin-free split each (default: 12345 1 2)")
-    r.add_argument("--selector-seeds", type=int, nargs="+", default=None,
+    r.add_argument("--selector-seeds", type=_seed_int, nargs="+", default=None,
                    help="selector seeds, cycled over a suite's units (default: 0 1 2 3 4, Table 3)")
     r.add_argument("--config", default=None, help="a CounterMemConfig TOML file (see DIR/config.toml of a run)")
-    r.add_argument("--decisions", type=int, default=None, help="selector training decisions (default 2000, Table 3)")
-    r.add_argument("--max-tasks", type=int, default=None, help="cap every split (smoke tests)")
+    r.add_argument("--decisions", type=_pos_int, default=None,
+                   help="selector training decisions (default 2000, Table 3)")
+    r.add_argument("--max-tasks", type=_pos_int, default=None, help="cap every split (smoke tests)")
     r.add_argument("--quick", action="store_true",
                    help=f"seed {' '.join(map(str, QUICK.seeds))}, split seed "
                         f"{' '.join(map(str, QUICK.split_seeds))}, {QUICK.max_tasks} tasks per split, "
                         f"{QUICK.decisions} selector decisions")
-    r.add_argument("--workers", type=int, default=None,
+    r.add_argument("--workers", type=_pos_int, default=None,
                    help="worker processes over (suite, split, seed) units (default: min(2, CPUs))")
-    r.add_argument("--threads", type=int, default=None,
+    r.add_argument("--threads", type=_pos_int, default=None,
                    help="threads per evaluation phase (default: 8 for openai, 1 for scripted)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _out_flags(r, force="replace a run already in --out: remove config.toml, results.json, report.txt, "
+                        "suites/<suite>/, <suite>/split_*/ and figures/*.png the run wrote (other files are kept)",
+               resume=None)
     r.set_defaults(func=_countermem_run)
 
-    rp = cms.add_parser("report", help="print the tables of a run and draw its figures (PNG)")
+    rp = cms.add_parser("report", parents=[common], help="print the tables of a run and draw its figures (PNG)")
     rp.add_argument("dir", help="a run directory (with results.json)")
     rp.add_argument("--out", default=None, help="figure directory (default DIR/figures)")
+    _out_flags(rp, force="redraw into a non-empty figure directory (its figure PNGs are replaced, other files kept)",
+               resume=None)
     rp.set_defaults(func=_countermem_report)
 
-    t = cms.add_parser("table", help="build a counterfactual decision table for selector training")
+    t = cms.add_parser("table", parents=[common], help="build a counterfactual decision table for selector training")
     t.add_argument("--suite", default="sql", help="sql | pybugs | sat (default: sql)")
-    t.add_argument("--out", required=True, help="output directory (resumes a build already there)")
-    t.add_argument("--seed", type=int, default=0, help="backbone / construction seed (default 0)")
-    t.add_argument("--samples", type=int, default=4, help="independent draft samples per task (default 4)")
+    t.add_argument("--out", required=True, help="output directory (--resume continues a build already there)")
+    t.add_argument("--seed", type=_seed_int, default=0, help="backbone / construction seed (default 0)")
+    t.add_argument("--samples", type=_pos_int, default=4, help="independent draft samples per task (default 4)")
     t.add_argument("--config", default=None, help="a CounterMemConfig TOML file")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _out_flags(t, force="start over: remove store.json, build.json, parts/, table.npz, table.json, selectors.json and "
+                        "suites/<suite>/ (other files are kept)",
+               resume="continue the build in --out: reuse its checked store and finished parts (same settings only)")
     t.set_defaults(func=_countermem_table)
 
-    ts = cms.add_parser("train-selectors", help="train many selectors at once on a decision table")
+    ts = cms.add_parser("train-selectors", parents=[common], help="train many selectors at once on a decision table")
     ts.add_argument("--table", required=True, help="directory of a decision table")
     ts.add_argument("--seeds", default="0-4", help="seeds, e.g. 0-4 or 0,3,7 (default 0-4)")
     ts.add_argument("--grid", nargs="*", default=None,
                     help="hyperparameter grid, e.g. lr=1e-3,3e-4 gamma=0.9,0.95 (cartesian product)")
-    ts.add_argument("--decisions", type=int, default=None, help="training decisions (default 2000, Table 3)")
+    ts.add_argument("--decisions", type=_pos_int, default=None, help="training decisions (default 2000, Table 3)")
     ts.add_argument("--out", default=None, help="results JSON (default TABLE/selectors.json)")
-    ts.add_argument("--n-boot", type=int, default=2000,
+    ts.add_argument("--n-boot", type=_pos_int, default=2000,
                     help="bootstrap resamples for the 95%% intervals against skip / top-1 / oracle (default 2000)")
+    _out_flags(ts, force="replace the results JSON if it exists", resume=None)
     ts.set_defaults(func=_countermem_train_selectors)
 
     ap = sub.add_parser("antipersist", help="Anti-Persistence: on-demand guidance from trajectories")
     aps = ap.add_subparsers(dest="command", required=True)
-    ar = aps.add_parser("run", help="the iteration protocol with every row (held-out success by iteration)")
+    ar = aps.add_parser("run", parents=[common],
+                        help="the iteration protocol with every row (held-out success by iteration)")
     ar.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
     ar.add_argument("--out", required=True, help="output directory")
     ar.add_argument("--rows", nargs="+", default=None, help="rows to run (default: all)")
@@ -193,47 +327,88 @@ def build_parser() -> argparse.ArgumentParser:
                          "--base-url/--model or CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL)")
     ar.add_argument("--base-url", default=None, help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
     ar.add_argument("--model", default=None, help="model name the server expects")
-    ar.add_argument("--seeds", type=int, nargs="+", default=None, help="backbone seeds (default: 42 43 44)")
-    ar.add_argument("--split-seeds", type=int, nargs="+", default=None,
+    ar.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="backbone seeds (default: 42 43 44)")
+    ar.add_argument("--split-seeds", type=_seed_int, nargs="+", default=None,
                     help="build/train/eval split seeds, each a bootstrap cluster (default: 12345 1 2)")
     ar.add_argument("--config", default=None, help="an APConfig TOML file (see DIR/config.toml of a run)")
-    ar.add_argument("--iterations", type=int, default=None, help="iterations K (default 10)")
-    ar.add_argument("--tasks", "--tasks-per-iteration", dest="tasks", type=int, default=None,
+    ar.add_argument("--iterations", type=_pos_int, default=None, help="iterations K (default 10)")
+    ar.add_argument("--tasks", "--tasks-per-iteration", dest="tasks", type=_pos_int, default=None,
                     help="training tasks per iteration (default 50)")
-    ar.add_argument("--max-tasks", type=int, default=None,
+    ar.add_argument("--max-tasks", type=_pos_int, default=None,
                     help="held-out tasks per iteration, spread over the split (default: all)")
-    ar.add_argument("--workers", type=int, default=None,
+    ar.add_argument("--workers", type=_pos_int, default=None,
                     help="worker processes over (suite, split, row, seed) jobs (default: min(2, CPUs))")
     ar.add_argument("--quick", action="store_true",
                     help=f"{AP_QUICK.iterations} iterations × {AP_QUICK.tasks_per_iteration} tasks, "
                          f"{AP_QUICK.max_eval_tasks} held-out tasks, seed {' '.join(map(str, AP_QUICK.seeds))} "
                          "(smoke run)")
+    _out_flags(ar, force="replace a run already in --out: remove config.toml, results.json, report.txt, "
+                         "suites/<suite>/ and <suite>/{results.json,success_by_iteration.png,split_*/} the run "
+                         "wrote (other files are kept)", resume=None)
     ar.set_defaults(func=_antipersist_run)
 
-    sw = sub.add_parser("sweep", help="the pre-registered sensitivity sweep over the simulator's competence")
+    sw = sub.add_parser("sweep", parents=[common],
+                        help="the pre-registered sensitivity sweep over the simulator's competence")
     sw.add_argument("--method", choices=("countermem", "antipersist"), required=True)
     sw.add_argument("--grid", default=None, help="grid TOML file (default: the pre-registered "
                                                  "cfjax/experiments/sweep_grid.toml)")
     sw.add_argument("--out", required=True, help="output directory (sweep.json, sweep.txt, sweep_<row>.png)")
     sw.add_argument("--quick", action="store_true", help="the grid file's [<method>.quick] settings (minutes)")
-    sw.add_argument("--workers", type=int, default=None, help="worker processes (default: min(2, CPUs))")
+    sw.add_argument("--workers", type=_pos_int, default=None, help="worker processes (default: min(2, CPUs))")
+    _out_flags(sw, force="replace a sweep already in --out: remove sweep.json, sweep.txt, sweep_*.png, "
+                         "suites/<suite>/ and point_*/ (other files are kept)", resume=None)
     sw.set_defaults(func=_sweep)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = build_parser().parse_args(argv)
-    from cfjax.config import ConfigError
+def _line(e: BaseException) -> str:
+    """An exception's message as one line (a path with a newline must not split it)."""
+    text = str(e) or type(e).__name__
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
+
+def _os_line(e: OSError) -> str:
+    if e.filename is not None and e.strerror:
+        return f"{e.strerror}: {os.fsdecode(e.filename)!r}"
+    return _line(e)
+
+
+#: filesystem errors about the user's paths: one line and status 2, like a UserError
+_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``cfjax`` command; returns the exit status (module docstring: 0, 1, 2 or 130)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as e:
+        print(f"cfjax: {_line(e)}", file=sys.stderr)
+        return 2
+    debug = bool(getattr(args, "debug", False))
     try:
         return int(args.func(args) or 0)
-    except ConfigError as e:  # a bad --config file, value or suite: one line, no traceback
-        print(f"cfjax: {e}", file=sys.stderr)
+    except UserError as e:  # ConfigError, CorruptFileError, OutputExistsError, …: one line, no traceback
+        if debug:
+            raise
+        print(f"cfjax: {_line(e)}", file=sys.stderr)
         return 2
-    except (ValueError, FileNotFoundError) as e:
-        print(f"cfjax: error: {e}", file=sys.stderr)
+    except _PATH_ERRORS as e:
+        if debug:
+            raise
+        print(f"cfjax: {_os_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("cfjax: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug or an environment failure: say so in one line, never silently
+        if debug:
+            raise
+        print(f"cfjax: internal error: {type(e).__name__}: {_line(e)} (run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

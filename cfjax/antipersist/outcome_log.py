@@ -61,13 +61,18 @@ protocol skips the torn line with a warning — on every later load too, since
 it is never removed.
 
 Read protocol (:meth:`OutcomeLog.load`): the file is streamed line by line in
-file order; a line that is not UTF-8, not JSON, not an object, has missing or
-extra fields, a field of the wrong type or out of range (non-finite or empty
-embedding, unknown mode, reward outside ``[−1, 1]``, instruction over 500
-characters), or is a torn last line is skipped with a :class:`OutcomeLogWarning`
-naming the file and its 1-based line number; loading continues. Blank lines
-are ignored. A missing file is an empty log (nothing is created until the
-first append).
+file order (:func:`cfjax.infra.io.iter_lines`); a line that is not UTF-8, not
+JSON, nested deeper than :data:`cfjax.infra.io.MAX_JSON_DEPTH`, longer than
+:data:`MAX_LINE_BYTES` (read through in chunks, never held whole), not an
+object, has missing or extra fields, a field of the wrong type or out of range
+(non-finite or empty embedding, unknown mode, reward outside ``[−1, 1]``,
+instruction over 500 characters), or is a torn last line is skipped with a
+:class:`OutcomeLogWarning` naming the file and its 1-based line number;
+loading continues. Blank lines are ignored. A missing file is an empty log
+(nothing is created until the first append). Opening a log that is not
+frozen also removes stale temp files named like an interrupted atomic write
+of the log (``.<name>.<pid>.<hex>.tmp``, older than
+:data:`cfjax.infra.io.STALE_TEMP_AGE_S`; the log itself never writes any).
 
 One writer per file: appends from several processes stay whole lines
 (``O_APPEND``), but each process's in-memory timestamps would only reflect its
@@ -88,13 +93,15 @@ import numpy as np
 from cfjax.antipersist.outcome_entry import (DEFAULT_LAMBDA, FIELDS, MAX_INSTRUCTION_CHARS, MODE_INDEX, MODES,
                                              OutcomeEntry, _check_bool, _check_kappa, _check_lam, _check_mode,
                                              _check_text, _coerce_embedding, cost_adjusted_reward)
-from cfjax.infra.io import append_jsonl
+from cfjax.infra.io import (STALE_TEMP_AGE_S, JSONTooDeepError, append_jsonl, cleanup_stale_temps, iter_lines,
+                            loads_json)
 
 __all__ = [
     "MODES",
     "MODE_INDEX",
     "FIELDS",
     "MAX_INSTRUCTION_CHARS",
+    "MAX_LINE_BYTES",
     "DEFAULT_LAMBDA",
     "DURABILITY_LEVELS",
     "LOGGED",
@@ -113,6 +120,9 @@ __all__ = [
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+
+MAX_LINE_BYTES = 4 * 1024 * 1024
+"""Longest outcome-log line parsed (a 100k-dim embedding is ~2.5 MB); a longer one is malformed."""
 
 DURABILITY_LEVELS: tuple[str, ...] = ("fsync", "flush")
 """Accepted ``durability`` values; see the module docstring for what each guarantees."""
@@ -218,6 +228,8 @@ class OutcomeLog:
         self._frozen = bool(frozen)
         self._broken: BaseException | None = None
         self.malformed_lines: list[int] = []
+        if not self._frozen:
+            cleanup_stale_temps(self.path, min_age_s=STALE_TEMP_AGE_S, ours_only=True)
         self._read()
 
     @classmethod
@@ -231,13 +243,15 @@ class OutcomeLog:
         except FileNotFoundError:
             return
         with f:
-            for lineno, raw in enumerate(f, start=1):
-                if not raw.strip():
+            for lineno, raw, ended in iter_lines(f, MAX_LINE_BYTES):
+                if raw is not None and not raw.strip():
                     continue
-                torn = not raw.endswith(b"\n")  # only the last line can lack one
+                torn = not ended  # only the last line can lack a newline
                 try:
-                    entry = OutcomeEntry.from_json(json.loads(raw.decode("utf-8")))
-                except (UnicodeDecodeError, json.JSONDecodeError, TypeError, ValueError) as e:
+                    if raw is None:
+                        raise ValueError(f"line longer than {MAX_LINE_BYTES} bytes")
+                    entry = OutcomeEntry.from_json(loads_json(raw))
+                except (UnicodeDecodeError, json.JSONDecodeError, JSONTooDeepError, TypeError, ValueError) as e:
                     why = f"{type(e).__name__}: {e}"
                     if torn:
                         why = f"torn last line without newline; {why}"

@@ -32,15 +32,17 @@ from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
-from cfjax.infra.io import atomic_write_text
+from cfjax.infra.io import UserError, atomic_write_text
 
 __all__ = ["ConfigError", "to_dict", "from_dict", "save_toml", "load_toml"]
 
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
-    """A configuration that cannot be loaded; the message is one line naming the key or file."""
+class ConfigError(UserError, ValueError):
+    """A configuration that cannot be loaded; the message is one line naming the key or file.
+
+    A :class:`cfjax.infra.io.UserError`: the ``cfjax`` command prints it as one line and exits 2."""
 
 
 # --------------------------------------------------------------------------

@@ -7,18 +7,20 @@ redundancy/conflict measures are documented on :class:`cfjax.config.StoreConfig`
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
-from cfjax.config import RetrievalConfig, StoreConfig, from_dict, to_dict
+from cfjax.config import ConfigError, RetrievalConfig, StoreConfig, from_dict, to_dict
 from cfjax.countermem.conditions import Condition, ConditionError, parse_condition
 from cfjax.infra.embed import HashingEmbedder
 from cfjax.infra.index import VectorIndex
-from cfjax.infra.io import atomic_write_json, read_json
+from cfjax.infra.io import (STALE_TEMP_AGE_S, CorruptFileError, InputError, atomic_write_json, cleanup_stale_temps,
+                            read_json)
 from cfjax.llm import prompts
 from cfjax.types import EditModel, Task
 
@@ -29,6 +31,7 @@ __all__ = [
     "Admission",
     "Retrieved",
     "FrozenStoreError",
+    "InvalidStoreError",
     "MemoryStore",
     "reuse_update",
 ]
@@ -36,6 +39,11 @@ __all__ = [
 
 class FrozenStoreError(RuntimeError):
     """A frozen store was asked to change (Algorithm 1, line 14)."""
+
+
+class InvalidStoreError(InputError):
+    """A store payload that breaks the store's invariants (:meth:`MemoryStore.check_payload`);
+    :meth:`MemoryStore.load` reports it as a :class:`~cfjax.infra.io.CorruptFileError` naming the file."""
 
 
 @dataclass(frozen=True)
@@ -364,17 +372,169 @@ class MemoryStore:
         atomic_write_json(Path(path), self.to_payload())
 
     @classmethod
+    def read(cls, path: str | Path) -> dict:
+        """The checked payload of a store file, without opening it for a domain.
+
+        Removes stale temp files of interrupted saves of ``path`` first (older
+        than :data:`~cfjax.infra.io.STALE_TEMP_AGE_S`), reads the file (checksum
+        verified) and checks every invariant (:meth:`check_payload`).
+
+        Raises:
+          FileNotFoundError: no such file.
+          CorruptFileError: naming the file and the problem (bad checksum, bad
+            JSON, or a broken invariant).
+        """
+        path = Path(path)
+        cleanup_stale_temps(path, min_age_s=STALE_TEMP_AGE_S, ours_only=True)
+        payload = read_json(path)
+        try:
+            cls.check_payload(payload)
+        except InvalidStoreError as e:
+            raise CorruptFileError(path, f"not a valid memory store: {e}") from None
+        return payload
+
+    @classmethod
     def load(cls, path: str | Path, edits: EditModel) -> "MemoryStore":
-        """Load a store saved by :meth:`save` (checksum verified) for the domain of ``edits``."""
-        return cls.from_payload(read_json(Path(path)), edits)
+        """Load a store saved by :meth:`save` for the domain of ``edits``: checksum verified, every
+        invariant checked (:meth:`read`), stale temp files of interrupted saves removed.
+
+        Raises:
+          CorruptFileError: the file cannot be trusted (named, with the problem).
+          InvalidStoreError: the store was saved for another domain's edit model.
+        """
+        path = Path(path)
+        payload = cls.read(path)
+        try:
+            return cls.from_payload(payload, edits)
+        except InvalidStoreError as e:
+            raise InvalidStoreError(f"{path}: {e}") from None
+
+    @staticmethod
+    def check_payload(p: object) -> None:
+        """Check a payload against everything the store assumes, without building it.
+
+        The payload is a :meth:`to_payload` dict with exactly its keys (``edit_model`` and
+        ``rng_state`` may be absent in older files) and well-typed values; the configs pass
+        :func:`~cfjax.config.from_dict`; the embedder's ``dim`` equals the retrieval ``dim``;
+        every record has exactly the :class:`Record` fields and finite scores, a parsable
+        condition and :class:`RecordStats` with ``−1 ≤ u ≤ 1`` and
+        ``0 ≤ helpful + harmful ≤ uses``; record ids are unique and ``≥ 0``, ``next_id`` is above
+        every id (the next admission never overwrites a record), admission times (``created``)
+        are unique, ``≥ 1`` and ``≤ clock``; the store holds at most ``capacity`` records.
+
+        Raises:
+          InvalidStoreError: naming the first broken invariant.
+        """
+        def bad(msg: str) -> InvalidStoreError:
+            return InvalidStoreError(msg)
+
+        def is_int(v: object) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        def is_num(v: object) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+        if not isinstance(p, dict):
+            raise bad(f"the payload is a {type(p).__name__}, not an object")
+        required = {"config", "retrieval", "embedder", "frozen", "next_id", "clock", "records"}
+        missing = sorted(required - set(p))
+        if missing:
+            raise bad(f"missing key(s) {missing}")
+        unknown = sorted(set(p) - required - {"edit_model", "rng_state"})
+        if unknown:
+            raise bad(f"unknown key(s) {unknown}")
+        if "edit_model" in p and not isinstance(p["edit_model"], str):
+            raise bad(f"edit_model must be a string, got {type(p['edit_model']).__name__}")
+        try:
+            cfg = from_dict(StoreConfig, p["config"])
+            ret = from_dict(RetrievalConfig, p["retrieval"])
+        except ConfigError as e:
+            raise bad(f"config: {e}") from None
+        e = p["embedder"]
+        if not isinstance(e, dict) or set(e) - {"dim", "ngram_range", "lowercase", "seed"} or "dim" not in e:
+            raise bad("embedder must be an object with dim (and ngram_range, lowercase, seed)")
+        if not is_int(e["dim"]) or e["dim"] != ret.dim:
+            raise bad(f"embedder dim {e['dim']!r} differs from the retrieval dim {ret.dim}")
+        ng = e.get("ngram_range", [3, 5])
+        if not (isinstance(ng, list) and len(ng) == 2 and all(is_int(x) and x >= 1 for x in ng) and ng[0] <= ng[1]):
+            raise bad(f"embedder ngram_range must be [min_n, max_n] with 1 <= min_n <= max_n, got {ng!r}")
+        if not isinstance(e.get("lowercase", True), bool) or not is_int(e.get("seed", 0)):
+            raise bad("embedder lowercase must be a bool and seed an int")
+        if not isinstance(p["frozen"], bool):
+            raise bad(f"frozen must be true or false, got {p['frozen']!r}")
+        for k in ("next_id", "clock"):
+            if not is_int(p[k]) or p[k] < 0:
+                raise bad(f"{k} must be an int >= 0, got {p[k]!r}")
+        recs = p["records"]
+        if not isinstance(recs, list):
+            raise bad(f"records must be a list, got {type(recs).__name__}")
+        if len(recs) > cfg.capacity:
+            raise bad(f"{len(recs)} records exceed the capacity {cfg.capacity}")
+        rec_fields = {f.name: f.type for f in fields(Record)}
+        stat_fields = {f.name for f in fields(RecordStats)}
+        ids: set[int] = set()
+        created: set[int] = set()
+        for i, item in enumerate(recs):
+            where = f"records[{i}]"
+            if not isinstance(item, dict) or set(item) != {"record", "stats"}:
+                raise bad(f"{where} must be an object with exactly 'record' and 'stats'")
+            r, st = item["record"], item["stats"]
+            if not isinstance(r, dict) or set(r) != set(rec_fields):
+                got = sorted(r) if isinstance(r, dict) else type(r).__name__
+                raise bad(f"{where}.record must have exactly the fields {sorted(rec_fields)}, got {got}")
+            for name in ("source_task", "situation", "original", "improved", "unit_before", "unit_after",
+                         "evidence", "condition"):
+                if not isinstance(r[name], str):
+                    raise bad(f"{where}.record.{name} must be a string")
+            for name in ("score_before", "score_after", "admission_score"):
+                if not is_num(r[name]):
+                    raise bad(f"{where}.record.{name} must be a finite number, got {r[name]!r}")
+            rid, made = r["record_id"], r["created"]
+            if not is_int(rid) or rid < 0:
+                raise bad(f"{where}.record.record_id must be an int >= 0, got {rid!r}")
+            if rid in ids:
+                raise bad(f"record id {rid} appears twice")
+            ids.add(rid)
+            if not is_int(made) or made < 1 or made > p["clock"]:
+                raise bad(f"{where}.record.created must be an int in [1, clock={p['clock']}], got {made!r}")
+            if made in created:
+                raise bad(f"two records have the same admission time created={made}")
+            created.add(made)
+            try:
+                parse_condition(r["condition"])
+            except ConditionError as err:
+                raise bad(f"{where}.record.condition is not parsable: {err}") from None
+            if not isinstance(st, dict) or set(st) != stat_fields:
+                raise bad(f"{where}.stats must have exactly the fields {sorted(stat_fields)}")
+            if not is_num(st["u"]) or not -1.0 <= st["u"] <= 1.0:
+                raise bad(f"{where}.stats.u must be a number in [-1, 1], got {st['u']!r}")
+            if not all(is_int(st[k]) and st[k] >= 0 for k in ("uses", "helpful", "harmful")):
+                raise bad(f"{where}.stats uses, helpful and harmful must be ints >= 0")
+            if st["helpful"] + st["harmful"] > st["uses"]:
+                raise bad(f"{where}.stats: helpful + harmful ({st['helpful'] + st['harmful']}) exceed "
+                          f"uses ({st['uses']})")
+        if ids and p["next_id"] <= max(ids):
+            raise bad(f"next_id {p['next_id']} is not above every record id (max {max(ids)}): the next "
+                      "admission would overwrite a record")
+        if "rng_state" in p:
+            try:
+                random.Random().setstate(_rng_state_from_json(p["rng_state"]))
+            except (TypeError, ValueError, OverflowError):
+                raise bad("rng_state is not a random.Random state") from None
 
     @classmethod
     def from_payload(cls, p: dict, edits: EditModel) -> "MemoryStore":
-        """The store :meth:`to_payload` described (a deep, independent copy)."""
+        """The store :meth:`to_payload` described (a deep, independent copy).
+
+        Raises:
+          InvalidStoreError: a broken invariant (:meth:`check_payload`) or a store saved for
+            another domain's edit model.
+        """
+        cls.check_payload(p)
         saved = p.get("edit_model")
         if saved is not None and saved != edits.name:
-            raise ValueError(f"this store holds {saved!r} records; it cannot be opened with the {edits.name!r} "
-                             "edit model")
+            raise InvalidStoreError(f"this store holds {saved!r} records; it cannot be opened with the "
+                                    f"{edits.name!r} edit model")
         e = p["embedder"]
         embedder = HashingEmbedder(dim=int(e["dim"]), ngram_range=tuple(e.get("ngram_range", (3, 5))),
                                    lowercase=bool(e.get("lowercase", True)), seed=int(e.get("seed", 0)))
@@ -405,5 +565,7 @@ def _rng_state_to_json(state: tuple) -> list:
 
 
 def _rng_state_from_json(state: list) -> tuple:
+    if not isinstance(state, list) or len(state) != 3 or not isinstance(state[1], list):
+        raise ValueError("not a [version, [internal state], gauss] list")
     version, internal, gauss = state
     return (version, tuple(internal), gauss)

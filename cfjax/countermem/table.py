@@ -21,21 +21,29 @@ does not solve the task — the increments the online agent charges.
 
 Building is resumable: each task's rows are written as one part file
 (atomically) and skipped on a rerun; :func:`build_table` then concatenates
-them in a fixed order and stores a SHA-256 content hash.
+them in a fixed order and stores a SHA-256 content hash. Opening a table
+directory (to build or to load) removes stale temp files of interrupted
+writes (older than :data:`cfjax.infra.io.STALE_TEMP_AGE_S`). A file that
+cannot be trusted (a truncated ``.npz``, a ``table.json`` with a missing,
+extra or mistyped key, arrays of inconsistent shapes, a wrong content hash)
+raises :class:`cfjax.infra.io.CorruptFileError` naming it.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import zipfile
+import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
 from cfjax.countermem.agent import Agent
-from cfjax.infra.io import atomic_write_bytes, atomic_write_text
+from cfjax.infra.io import (CorruptFileError, InputError, JSONTooDeepError, atomic_write_bytes, atomic_write_text,
+                            cleanup_stale_temps_in, loads_json)
 from cfjax.kernels import features as F
 from cfjax.kernels.trainer import DecisionTable, table_hash
 from cfjax.infra.ledger import Ledger
@@ -43,10 +51,43 @@ from cfjax.loop import draft_once
 from cfjax.types import Attempt
 from cfjax.types import Splits, Task
 
-__all__ = ["TableMeta", "build_table", "load_table", "save_table"]
+__all__ = ["TableMeta", "TableSettingsError", "build_table", "load_table", "save_table", "read_json_file"]
 
 _EP_TABLE = 5_000_000
 _FIELDS = ("obs", "mask", "calls", "failed", "tokens", "solved", "next")
+
+
+class TableSettingsError(InputError):
+    """A table directory holds a build with other settings than the ones asked for."""
+
+
+#: what np.load raises on a truncated or damaged .npz
+_NPZ_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error)
+
+
+def _load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of an ``.npz`` file (no pickles), or :class:`CorruptFileError`."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in names if k not in z.files]
+            if missing:
+                raise CorruptFileError(path, f"lacks the array(s) {missing}")
+            return {k: np.asarray(z[k]) for k in names}
+    except CorruptFileError:
+        raise
+    except FileNotFoundError:
+        raise
+    except _NPZ_ERRORS as e:
+        raise CorruptFileError(path, f"not a readable .npz archive (truncated or damaged: "
+                                     f"{type(e).__name__}: {' '.join(str(e).split())})") from None
+
+
+def read_json_file(path: Path) -> object:
+    """A plain JSON file (``build.json``, ``table.json``), or :class:`CorruptFileError`."""
+    try:
+        return loads_json(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError, JSONTooDeepError) as e:
+        raise CorruptFileError(path, f"not valid JSON ({type(e).__name__}: {' '.join(str(e).split())})") from None
 
 
 @dataclass(frozen=True)
@@ -61,6 +102,54 @@ class TableMeta:
     backbone: str
     suite: str
     seed: int
+
+    @classmethod
+    def from_json(cls, d: object, path: Path) -> "TableMeta":
+        """The meta of ``table.json``: exactly these keys, each of its type, or :class:`CorruptFileError`."""
+        names = [f.name for f in fields(cls)]
+        if not isinstance(d, dict):
+            raise CorruptFileError(path, f"must hold a JSON object, got {type(d).__name__}")
+        extra, missing = sorted(set(d) - set(names)), [k for k in names if k not in d]
+        if extra or missing:
+            what = "; ".join(x for x in (f"unknown key(s) {extra}" if extra else "",
+                                         f"missing key(s) {missing}" if missing else "") if x)
+            raise CorruptFileError(path, f"{what} (expected exactly {', '.join(names)})")
+        types = {"hash": str, "rows": int, "roots": dict, "max_depth": int, "samples": int, "backbone": str,
+                 "suite": str, "seed": int}
+        for k, t in types.items():
+            if not isinstance(d[k], t) or isinstance(d[k], bool):
+                raise CorruptFileError(path, f"key {k!r} must be {t.__name__}, got {type(d[k]).__name__}")
+        roots = d["roots"]
+        if set(roots) != {"train", "val", "eval"} or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                             and v >= 0 for v in roots.values()):
+            raise CorruptFileError(path, "key 'roots' must map train, val and eval to counts >= 0")
+        return cls(**d)
+
+
+def _check_table(table: DecisionTable, meta: TableMeta, path: Path) -> None:
+    """Shapes and ranges the trainer relies on (it indexes rows with ``next`` and the roots)."""
+    obs = table.obs
+    if obs.ndim != 2 or obs.shape[0] != meta.rows:
+        raise CorruptFileError(path, f"obs has shape {obs.shape}, expected ({meta.rows}, d) as table.json says")
+    R = obs.shape[0]
+    per_choice = {k: getattr(table, k) for k in ("mask", "calls", "failed", "tokens", "solved", "next")}
+    shapes = {v.shape for v in per_choice.values()}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2 or next(iter(shapes))[0] != R:
+        raise CorruptFileError(path, f"per-choice arrays have shapes {sorted(shapes)}, expected ({R}, A)")
+    kinds = {"obs": "f", "mask": "b", "calls": "f", "failed": "f", "tokens": "f", "solved": "b", "next": "i",
+             "train_roots": "i", "val_roots": "i", "eval_roots": "i"}
+    wrong = [k for k, kind in kinds.items() if getattr(table, k).dtype.kind != kind]
+    if wrong:
+        raise CorruptFileError(path, f"array(s) {wrong} have the wrong dtype")
+    if not np.all(np.isfinite(table.obs)):
+        raise CorruptFileError(path, "obs holds NaN or infinite values")
+    if not np.issubdtype(table.next.dtype, np.integer) or (R and (table.next.min() < -1 or table.next.max() >= R)):
+        raise CorruptFileError(path, "next holds row numbers outside [-1, rows)")
+    for k in ("train", "val", "eval"):
+        r = getattr(table, f"{k}_roots")
+        if r.ndim != 1 or len(r) != meta.roots[k] or not np.issubdtype(r.dtype, np.integer) \
+                or (len(r) and (r.min() < 0 or r.max() >= R)):
+            raise CorruptFileError(path, f"{k}_roots do not match table.json ({meta.roots[k]} rows in [0, {R}))")
 
 
 def _expand(agent: Agent, task: Task, episode: int, ledger: Ledger | None = None) -> dict[str, list]:
@@ -129,16 +218,20 @@ def build_table(
     out = Path(out_dir)
     parts = out / "parts"
     parts.mkdir(parents=True, exist_ok=True)
+    cleanup_stale_temps_in(out)
+    cleanup_stale_temps_in(parts)
     settings = {"samples": samples, "seed": seed, "suite": suite, "backbone": agent.backbone.name,
                 "max_attempts": agent.config.agent.max_attempts,
                 "store_records": sorted(agent.store.records) if agent.store is not None else [],
                 "tasks": {k: [t.task_id for t in getattr(splits, k)] for k in ("train", "val", "eval")}}
     sfile = out / "build.json"
     if sfile.exists():
-        old = json.loads(sfile.read_text())
+        old = read_json_file(sfile)
+        if not isinstance(old, dict):
+            raise CorruptFileError(sfile, f"must hold a JSON object, got {type(old).__name__}")
         if old != settings:
-            raise ValueError(f"{out} holds a table build with other settings; use a new directory "
-                             f"(differs in: {sorted(k for k in settings if old.get(k) != settings[k])})")
+            raise TableSettingsError(f"{out} holds a table build with other settings; use a new directory "
+                                     f"(differs in: {sorted(k for k in settings if old.get(k) != settings[k])})")
     else:
         atomic_write_text(sfile, json.dumps(settings, indent=1))
     jobs = [(name, t, s) for name in ("train", "val", "eval") for t in getattr(splits, name) for s in range(samples)]
@@ -156,8 +249,7 @@ def build_table(
     roots: dict[str, list[int]] = {"train": [], "val": [], "eval": []}
     offset = 0
     for n, (name, _, _) in enumerate(jobs):
-        with np.load(parts / f"{n:06d}.npz") as z:
-            part = {k: z[k] for k in _FIELDS}
+        part = _load_npz(parts / f"{n:06d}.npz", _FIELDS)
         part["next"] = np.where(part["next"] >= 0, part["next"] + offset, -1).astype(np.int32)
         for k in _FIELDS:
             arrays[k].append(part[k])
@@ -183,15 +275,25 @@ def save_table(out_dir: str | Path, table: DecisionTable, meta: TableMeta) -> No
 
 
 def load_table(out_dir: str | Path) -> tuple[DecisionTable, TableMeta]:
-    """Load a table and verify its content hash."""
+    """Load a table and verify it: ``table.json`` has exactly the :class:`TableMeta` keys with their
+    types, the arrays have consistent shapes and in-range row numbers, and the content hash matches.
+
+    Raises:
+      FileNotFoundError: no ``table.npz`` or ``table.json`` in ``out_dir``.
+      CorruptFileError: (a ``ValueError``) naming the file and what is wrong with it.
+    """
     out = Path(out_dir)
     if not (out / "table.npz").exists():
         raise FileNotFoundError(f"no decision table in {out} (build one with `cfjax countermem table`)")
-    with np.load(out / "table.npz") as z:
-        table = DecisionTable(*(z[k] for k in DecisionTable._fields))
-    meta = TableMeta(**json.loads((out / "table.json").read_text()))
+    if not (out / "table.json").exists():
+        raise FileNotFoundError(f"{out} has table.npz but no table.json (rebuild with `cfjax countermem table`)")
+    cleanup_stale_temps_in(out)
+    meta = TableMeta.from_json(read_json_file(out / "table.json"), out / "table.json")
+    table = DecisionTable(**_load_npz(out / "table.npz", DecisionTable._fields))
+    _check_table(table, meta, out / "table.npz")
     h = table_hash(table)
     if h != meta.hash:
-        raise ValueError(f"decision table {out} is corrupt: content hash {h[:12]}… != recorded {meta.hash[:12]}…")
+        raise CorruptFileError(out / "table.npz", f"decision table is corrupt: content hash {h[:12]}… != "
+                                                  f"recorded {meta.hash[:12]}…")
     return table, meta
 

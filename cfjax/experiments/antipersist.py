@@ -68,7 +68,8 @@ from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_inter
 from cfjax.infra.io import atomic_write_bytes, atomic_write_text
 
 __all__ = ["APJob", "run_all", "run_job", "aggregate", "format_table", "format_summary", "plot_success",
-           "run_main", "similarity_profile", "format_similarity", "summarize", "REFERENCE", "METHOD", "ABLATIONS"]
+           "run_main", "run_outputs", "similarity_profile", "format_similarity", "summarize", "REFERENCE", "METHOD",
+           "ABLATIONS"]
 
 #: the reference every row is compared with (paired over tasks)
 REFERENCE = "no_memory"
@@ -621,23 +622,45 @@ def plot_success(payload: dict, path: str | Path) -> None:
     atomic_write_bytes(Path(path), buf.getvalue())
 
 
+def run_outputs() -> list[str]:
+    """What ``cfjax antipersist run --force`` removes from its ``--out`` directory (globs relative to
+    it): exactly what :func:`run_all` writes there (module docstring), for every built-in suite;
+    other files are kept."""
+    from cfjax.domains import SUITES
+
+    per_suite = [f"{n}/{x}" for n in SUITES for x in ("results.json", "success_by_iteration.png", "split_*")]
+    return ["config.toml", "results.json", "report.txt", ".world_cache"] + [f"suites/{n}" for n in SUITES] + per_suite
+
+
 def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Sequence[str] | None = None,
              backbone: BackboneSpec | str = "scripted", workers: int | None = None, quick: bool = False,
-             log: Callable[[str], None] = print) -> dict:
+             log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
     """``cfjax antipersist run``: :func:`run_all` with a header and a closing line logged.
 
     ``suites`` may be ``["all"]``; ``rows`` defaults to every row; ``workers`` to ``min(2, CPUs)``.
     Returns the combined ``results.json`` payload (with the per-task ``outcomes``).
+
+    ``existing`` says what to do when ``out`` is a non-empty directory (checked before anything
+    is written): ``"refuse"`` (default) raises :class:`cfjax.infra.io.OutputExistsError`;
+    ``"force"`` first removes what a run writes there (:func:`run_outputs`), keeping other files;
+    ``"resume"`` is refused (every job restarts its outcome log, so a run cannot be continued).
     """
     import os
 
     from cfjax.experiments.countermem import backbone_spec, resolve_suites
+    from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
     rows = tuple(rows) if rows else ROWS
+    bad = [r for r in rows if r not in ROWS]
+    if bad:
+        from cfjax.config import ConfigError
+
+        raise ConfigError(f"unknown row(s) {bad}; choose from {', '.join(ROWS)}")
     spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     out = Path(out)
+    prepare_output_dir(out, existing=existing, owned=run_outputs(), resumable=False, command="cfjax antipersist run")
     log(f"cfjax antipersist run: suites={names} backbone={spec.label} rows={len(rows)} "
         f"splits={list(cfg.split_seeds)} seeds={list(cfg.seeds)} K={cfg.iterations}×{cfg.tasks_per_iteration} "
         f"tasks, held-out {cfg.max_eval_tasks or 'all'}, {workers} worker(s){' (quick)' if quick else ''} → {out}")

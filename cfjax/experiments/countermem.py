@@ -59,7 +59,7 @@ from cfjax.infra.cache import CachedWorld
 
 __all__ = ["ROWS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS", "expand_rows", "row_metrics", "run_unit",
            "BackboneSpec", "quick_splits", "resolve_suites", "backbone_spec", "progress_bars", "run_main", "make_jobs",
-           "report_main"]
+           "report_main", "RUN_FIGURES", "run_outputs"]
 
 
 ProgressFactory = Callable[[str, int], object]
@@ -407,10 +407,24 @@ def progress_bars(enabled: bool) -> ProgressFactory:
     return make
 
 
+#: the figures ``cfjax countermem report`` draws (:func:`cfjax.experiments.report.draw_figures`)
+RUN_FIGURES = ("accumulation.png", "retention.png", "transfer.png", "ablations.png", "rescued_broken.png")
+
+
+def run_outputs() -> list[str]:
+    """What ``cfjax countermem run --force`` removes from its ``--out`` directory (globs relative to it):
+    exactly what the run (and ``countermem report``'s default ``figures/``) writes there, for every
+    built-in suite; other files are kept."""
+    from cfjax.domains import SUITES
+
+    return (["config.toml", "results.json", "report.txt"] + [f"suites/{n}" for n in SUITES]
+            + [f"{n}/split_*" for n in SUITES] + [f"figures/{f}" for f in RUN_FIGURES])
+
+
 def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, rows: Sequence[str] | None = None,
              backbone: BackboneSpec | str = "scripted", workers: int | None = None, threads: int | None = None,
              max_tasks: int | None = None, quick: bool = False, progress: bool = True,
-             log: Callable[[str], None] = print) -> dict:
+             log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
     """``cfjax countermem run``: every (suite, seed) unit with ``rows``, aggregated and written.
 
     Runs every (suite, split seed, backbone seed) unit. Writes ``out/config.toml``,
@@ -419,6 +433,11 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     ``out/<suite>/split_<s>/seed_<b>/``; logs the report. Returns the ``results.json`` payload.
     ``workers`` defaults to ``min(2, CPUs)``, ``threads`` to 8 for an LLM server and 1 for the
     scripted backbone; progress bars are drawn only in the serial case.
+
+    ``existing`` says what to do when ``out`` is a non-empty directory (checked before anything
+    is written): ``"refuse"`` (default) raises :class:`cfjax.infra.io.OutputExistsError`;
+    ``"force"`` first removes what a run writes there (:func:`run_outputs`), keeping other files;
+    ``"resume"`` is refused (units are not saved separately, so a run cannot be continued).
     """
     import json
     import os
@@ -426,7 +445,7 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     from cfjax.config import save_toml, to_dict
     from cfjax.domains import build_suite
     from cfjax.experiments.report import aggregate, collect_outcomes, format_report
-    from cfjax.infra.io import atomic_write_text
+    from cfjax.infra.io import atomic_write_text, prepare_output_dir
 
     names = resolve_suites(suites)
     rows = expand_rows(rows or ["all"])
@@ -434,6 +453,7 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     threads = threads if threads is not None else (8 if spec.kind == "openai" else 1)
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     out = Path(out)
+    prepare_output_dir(out, existing=existing, owned=run_outputs(), resumable=False, command="cfjax countermem run")
     out.mkdir(parents=True, exist_ok=True)
     roots = {}
     for n in names:
@@ -463,13 +483,22 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     return payload
 
 
-def report_main(run_dir: str | Path, *, out: str | Path | None = None, log: Callable[[str], None] = print) -> list:
-    """``cfjax countermem report``: log the tables of a run and draw its figures (default ``DIR/figures``)."""
+def report_main(run_dir: str | Path, *, out: str | Path | None = None, log: Callable[[str], None] = print,
+                existing: str = "refuse") -> list:
+    """``cfjax countermem report``: log the tables of a run and draw its figures (default ``DIR/figures``).
+
+    ``existing`` for a non-empty figure directory: ``"refuse"`` (default) raises
+    :class:`cfjax.infra.io.OutputExistsError`, ``"force"`` removes the :data:`RUN_FIGURES` there
+    first (other files are kept), ``"resume"`` is refused (nothing to continue)."""
     from cfjax.experiments.report import draw_figures, format_report, load_results
+    from cfjax.infra.io import prepare_output_dir
 
     res = load_results(run_dir)
+    fig_dir = Path(out) if out else Path(run_dir) / "figures"
+    prepare_output_dir(fig_dir, existing=existing, owned=RUN_FIGURES, resumable=False,
+                       command="cfjax countermem report")
     log(format_report(res["summary"], backbone=res.get("backbone", "")))
-    paths = draw_figures(res, Path(out) if out else Path(run_dir) / "figures")
+    paths = draw_figures(res, fig_dir)
     for p in paths:
         log(f"wrote {p}")
     return paths

@@ -17,32 +17,61 @@ import numpy as np
 from cfjax.config import CounterMemConfig
 from cfjax.countermem.agent import Agent
 from cfjax.countermem.pipeline import construct
-from cfjax.countermem.store import MemoryStore
+from cfjax.countermem.store import InvalidStoreError, MemoryStore
 from cfjax.experiments.countermem import progress_bars, suite_world_kwargs
 from cfjax.kernels import dqn
 
-__all__ = ["table_main", "train_selectors_main"]
+__all__ = ["table_main", "train_selectors_main", "table_outputs"]
+
+
+def table_outputs() -> list[str]:
+    """What ``cfjax countermem table --force`` removes from its ``--out`` directory (globs relative to
+    it): the store, the build settings, the part files, the table, the ``selectors.json`` that
+    ``train-selectors`` writes there by default (it describes the replaced table) and the built
+    suites; other files are kept."""
+    from cfjax.domains import SUITES
+
+    return (["store.json", "build.json", "parts/" + "[0-9]" * 6 + ".npz", "table.npz", "table.json",
+             "selectors.json"] + [f"suites/{n}" for n in SUITES])
 
 
 def table_main(cfg: CounterMemConfig, *, suite: str, out: str | Path, seed: int = 0, samples: int = 4,
-               progress: bool = True, log: Callable[[str], None] = print):
+               progress: bool = True, log: Callable[[str], None] = print, existing: str = "refuse"):
     """``cfjax countermem table``: a counterfactual decision table with the scripted backbone.
 
-    Builds (or reuses, when ``out/store.json`` exists) the frozen store, then the table
+    Builds (or, when resuming, reuses ``out/store.json``) the frozen store, then the table
     ``out/table.npz``; returns its metadata.
+
+    ``existing`` says what to do when ``out`` is a non-empty directory: ``"refuse"`` (default)
+    raises :class:`cfjax.infra.io.OutputExistsError`; ``"resume"`` continues the build there
+    (its store, settings and finished parts are checked and reused; other settings are refused);
+    ``"force"`` first removes what a build writes there (:func:`table_outputs`), keeping other
+    files. Files already there are checked before anything is written.
     """
-    from cfjax.countermem.table import build_table
-    from cfjax.domains import build_suite
+    from cfjax.config import ConfigError
+    from cfjax.countermem.table import build_table, read_json_file
+    from cfjax.domains import SUITES, build_suite
+    from cfjax.infra.io import prepare_output_dir
     from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedBackbone
 
+    if suite not in SUITES:
+        raise ConfigError(f"unknown suite {suite!r} (available: {', '.join(SUITES)})")
     out = Path(out)
+    prepare_output_dir(out, existing=existing, owned=table_outputs(), resumable=True,
+                       command="cfjax countermem table", resume_hint="continue the build there")
+    store_path = out / "store.json"
+    payload = MemoryStore.read(store_path) if store_path.exists() else None  # checked before writing anything
+    if (out / "build.json").exists():
+        read_json_file(out / "build.json")
     st = build_suite(suite, out / "suites" / suite)
     splits = st.splits(seed=cfg.split_seed, n_val=cfg.n_val)
     backbone = ScriptedBackbone(st.scripted_domain(), dataclasses.replace(cfg.scripted, seed=seed))
     bars = progress_bars(progress)
-    store_path = out / "store.json"
-    if store_path.exists():
-        store = MemoryStore.load(store_path, st.edits)
+    if payload is not None:
+        try:
+            store = MemoryStore.from_payload(payload, st.edits)
+        except InvalidStoreError as e:  # saved for another suite's edit model
+            raise InvalidStoreError(f"{store_path}: {e}") from None
         log(f"reusing the frozen store {store_path} ({len(store)} records)")
     else:
         store = MemoryStore(cfg.store, cfg.retrieval, edits=st.edits)
@@ -59,8 +88,8 @@ def table_main(cfg: CounterMemConfig, *, suite: str, out: str | Path, seed: int 
 
 def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequence[str] = (),
                          decisions: int | None = None, cfg: dqn.DQNConfig | None = None,
-                         out: str | Path | None = None, n_boot: int = 2000, log: Callable[[str], None] = print
-                         ) -> dict:
+                         out: str | Path | None = None, n_boot: int = 2000, log: Callable[[str], None] = print,
+                         existing: str = "refuse") -> dict:
     """``cfjax countermem train-selectors``: a grid × seeds of selectors trained at once on a table.
 
     ``seeds`` like ``0-4`` or ``0,3,7``; ``grid`` like ``["lr=1e-3,3e-4", "gamma=0.9,0.95"]``
@@ -69,18 +98,30 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
     task-bootstrap 95% intervals (``n_boot`` resamples) and the difference learned − top-1
     (:func:`cfjax.countermem.selectors.compare_with_fixed_policies`).
     Writes and returns the JSON (default ``TABLE/selectors.json``).
+
+    ``existing`` for an output file that already exists (checked first): ``"refuse"`` (default)
+    raises :class:`cfjax.infra.io.OutputExistsError`, ``"force"`` replaces it (atomically, at the
+    end), ``"resume"`` is refused (training is not resumed from a results file).
     """
     import json
 
     from cfjax.countermem.selectors import (compare_with_fixed_policies, parse_grid, parse_seeds,
                                             train_selectors)
     from cfjax.countermem.table import load_table
-    from cfjax.infra.io import atomic_write_text
+    from cfjax.infra.io import atomic_write_text, prepare_output_file
 
-    tab, meta = load_table(table)
+    dest = Path(out) if out else Path(table) / "selectors.json"
+    if out is not None or Path(table).is_dir():
+        prepare_output_file(dest, existing=existing, command="cfjax countermem train-selectors")
     cfg = cfg or dqn.DQNConfig()
     if decisions is not None:
         cfg = dataclasses.replace(cfg, total_decisions=decisions)
+    if cfg.total_decisions % cfg.checkpoint_every:  # the table trainer's rule, checked before any work
+        from cfjax.config import ConfigError
+
+        raise ConfigError(f"decisions ({cfg.total_decisions}) must be a multiple of checkpoint_every "
+                          f"({cfg.checkpoint_every}) for the table trainer")
+    tab, meta = load_table(table)
     seed_list = parse_seeds(seeds)
     points = parse_grid(list(grid))
     t0 = time.perf_counter()
@@ -104,7 +145,6 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
                                              n_boot=n_boot)
     for line in comparison_lines(comparison, names):
         log(line)
-    dest = Path(out) if out else Path(table) / "selectors.json"
     payload = {
         "table_hash": meta.hash, "backbone": meta.backbone, "seeds": list(seed_list), "grid": points,
         "decisions": cfg.total_decisions, "seconds": secs,

@@ -50,7 +50,8 @@ from cfjax.config import ConfigError, from_dict, to_dict
 from cfjax.experiments.common import finite
 from cfjax.experiments.stats import fmt_interval
 
-__all__ = ["DEFAULT_GRID", "SweepSpec", "load_grid", "override", "run_sweep", "format_sweep", "draw_sweep"]
+__all__ = ["DEFAULT_GRID", "SweepSpec", "load_grid", "override", "run_sweep", "sweep_outputs", "format_sweep",
+           "draw_sweep"]
 
 #: the pre-registered default grid (committed before its first run)
 DEFAULT_GRID = Path(__file__).with_name("sweep_grid.toml")
@@ -81,29 +82,59 @@ def load_grid(path: str | Path, method: str, *, quick: bool = False) -> SweepSpe
         raise ConfigError(f"unknown sweep method {method!r} (choose from {', '.join(METHODS)})")
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"grid file {p} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"grid path {p} is a directory, not a TOML file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"grid file {p} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read grid file {p}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"grid file {p} is not valid TOML: {e}") from None
+        raise ConfigError(f"grid file {p} is not valid TOML: {' '.join(str(e).split())}") from None
     if method not in data:
         raise ConfigError(f"grid file {p} has no [{method}] section (has: {', '.join(data) or 'none'})")
-    sec = dict(data[method])
+
+    def table(v: Any, where: str) -> dict:
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise ConfigError(f"grid file {p}: {where} must be a table, got {type(v).__name__}")
+        return dict(v)
+
+    def strings(v: Any, where: str) -> tuple[str, ...]:
+        if v is None:
+            return ()
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ConfigError(f"grid file {p}: {where} must be a list of strings, got {v!r:.60}")
+        return tuple(v)
+
+    sec = table(data[method], f"[{method}]")
     unknown = set(sec) - {"suites", "rows", "reference", "base", "axes", "quick"}
     if unknown:
         raise ConfigError(f"grid file {p}: unknown key(s) in [{method}]: {sorted(unknown)}")
-    axes = sec.get("axes") or {}
+    axes = table(sec.get("axes"), f"[{method}.axes]")
     if not axes or any(not isinstance(v, list) or not v for v in axes.values()):
         raise ConfigError(f"grid file {p}: [{method}.axes] must map each parameter to a non-empty list")
-    base = dict(sec.get("base") or {})
+    base = table(sec.get("base"), f"[{method}.base]")
     max_tasks = None
     if quick:
-        q = dict(sec.get("quick") or {})
+        q = table(sec.get("quick"), f"[{method}.quick]")
         max_tasks = q.pop("max_tasks", None)
-        axes = {**axes, **{k: v for k, v in q.pop("axes", {}).items()}}
+        if max_tasks is not None and (not isinstance(max_tasks, int) or isinstance(max_tasks, bool)
+                                      or max_tasks < 1):
+            raise ConfigError(f"grid file {p}: [{method}.quick] max_tasks must be an int >= 1, got {max_tasks!r}")
+        q_axes = table(q.pop("axes", None), f"[{method}.quick.axes]")
+        if any(not isinstance(v, list) or not v for v in q_axes.values()):
+            raise ConfigError(f"grid file {p}: [{method}.quick.axes] must map each parameter to a non-empty list")
+        axes = {**axes, **q_axes}
         base.update(q)
-    rows = tuple(sec.get("rows") or ())
+    rows = strings(sec.get("rows"), f"[{method}] rows")
+    strings(sec.get("suites"), f"[{method}] suites")
     reference = sec.get("reference", "none" if method == "countermem" else "no_memory")
+    if not isinstance(reference, str):
+        raise ConfigError(f"grid file {p}: [{method}] reference must be a string, got {reference!r:.60}")
     if rows and reference not in rows:
         raise ConfigError(f"grid file {p}: the reference row {reference!r} must be among rows {list(rows)}")
     return SweepSpec(method, tuple(sec.get("suites") or ("all",)), rows, reference, base,
@@ -201,14 +232,51 @@ def _run_antipersist(spec: SweepSpec, points: list[dict], out: Path, workers: in
     return results
 
 
+def sweep_outputs() -> list[str]:
+    """What ``cfjax sweep --force`` removes from its ``--out`` directory (globs relative to it):
+    ``sweep.json``, ``sweep.txt``, the heatmaps, the built suites and the per-point run directories
+    (``point_<i>/``, Anti-Persistence); other files are kept."""
+    from cfjax.domains import SUITES
+
+    return ["sweep.json", "sweep.txt", "sweep_*.png", "point_[0-9][0-9]*"] + [f"suites/{n}" for n in SUITES]
+
+
+def _check_spec(spec: SweepSpec, grid: str | Path) -> None:
+    """The grid's suites and rows exist and every point's config is valid (before the output
+    directory is touched)."""
+    from cfjax.config import APConfig, CounterMemConfig
+    from cfjax.experiments.countermem import resolve_suites
+
+    base = CounterMemConfig() if spec.method == "countermem" else APConfig()
+    for p in spec.points():
+        override(override(base, spec.base), p)
+
+    resolve_suites(list(spec.suites) if spec.suites != ("all",) else "all")
+    if spec.method == "countermem":
+        from cfjax.experiments.rows import ROWS
+    else:
+        from cfjax.antipersist.protocol import ROWS
+    bad = [r for r in spec.rows if r not in ROWS and not (r == "all" and spec.method == "countermem")]
+    if bad:
+        raise ConfigError(f"grid file {grid}: unknown row(s) {bad} for {spec.method} (choose from {', '.join(ROWS)})")
+
+
 def run_sweep(method: str, *, grid: str | Path = DEFAULT_GRID, out: str | Path, quick: bool = False,
-              workers: int | None = None, log: Callable[[str], None] = print) -> dict:
-    """``cfjax sweep``: run ``method``'s grid, write ``sweep.json``, ``sweep.txt`` and the heatmaps."""
-    from cfjax.infra.io import atomic_write_text
+              workers: int | None = None, log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
+    """``cfjax sweep``: run ``method``'s grid, write ``sweep.json``, ``sweep.txt`` and the heatmaps.
+
+    ``existing`` says what to do when ``out`` is a non-empty directory (checked after the grid,
+    before anything is written): ``"refuse"`` (default) raises
+    :class:`cfjax.infra.io.OutputExistsError`; ``"force"`` first removes what a sweep writes there
+    (:func:`sweep_outputs`), keeping other files; ``"resume"`` is refused (points are not saved
+    separately)."""
+    from cfjax.infra.io import atomic_write_text, prepare_output_dir
 
     spec = load_grid(grid, method, quick=quick)
+    _check_spec(spec, grid)
     points = spec.points()
     out = Path(out)
+    prepare_output_dir(out, existing=existing, owned=sweep_outputs(), resumable=False, command="cfjax sweep")
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     run = _run_countermem if method == "countermem" else _run_antipersist

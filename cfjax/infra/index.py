@@ -43,7 +43,12 @@ import hashlib
 import io
 import json
 import os
+import re
+import stat
 import tempfile
+import time
+import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,11 +56,22 @@ import faiss
 import numpy as np
 from numpy.typing import ArrayLike
 
+from cfjax.infra.io import STALE_TEMP_AGE_S, CorruptFileError, loads_json, temp_files_for
+
 __all__ = ["VectorIndex"]
 
 _MAGIC = b"CFJXVIDX"
 _FORMAT_VERSION = 1
 _DIGEST_SIZE = 32  # sha256
+_MKSTEMP = re.compile(r"[a-z0-9_]{8}")  # the random part tempfile.mkstemp puts in a name
+
+
+def _remove_stale(t: Path) -> None:
+    """Remove a plain file not modified for :data:`~cfjax.infra.io.STALE_TEMP_AGE_S` seconds."""
+    with contextlib.suppress(FileNotFoundError):
+        st = t.lstat()
+        if stat.S_ISREG(st.st_mode) and time.time() - st.st_mtime >= STALE_TEMP_AGE_S:
+            t.unlink()
 
 
 def _as_matrix(x: ArrayLike, dim: int, name: str) -> np.ndarray:
@@ -430,48 +446,79 @@ class VectorIndex:
             ``next_id`` (so ids are still never reused).
 
         Raises:
-            ValueError: If the file is not a VectorIndex file, fails its
-                checksum, or is internally inconsistent.
+            FileNotFoundError: If there is no such file.
+            CorruptFileError: (a ``ValueError``) naming the file, if it is not a
+                VectorIndex file, fails its checksum, its payload or FAISS index
+                cannot be read, or it is internally inconsistent.
         """
-        data = Path(path).read_bytes()
+        path = Path(path)
+        for t in temp_files_for(path):  # temp files of interrupted saves (mkstemp: .<name>.<8 chars>.tmp)
+            if _MKSTEMP.fullmatch(t.name[len(path.name) + 2 : -4]):
+                _remove_stale(t)
+        data = path.read_bytes()
         head = len(_MAGIC) + _DIGEST_SIZE
         if len(data) < head or data[: len(_MAGIC)] != _MAGIC:
-            raise ValueError(f"{path}: not a VectorIndex file (bad magic or truncated)")
+            raise CorruptFileError(path, "not a VectorIndex file (bad magic or truncated)")
         digest, body = data[len(_MAGIC) : head], data[head:]
         if hashlib.sha256(body).digest() != digest:
-            raise ValueError(f"{path}: checksum mismatch, the file is corrupt or truncated")
+            raise CorruptFileError(path, "checksum mismatch, the file is corrupt or truncated")
         try:
             with np.load(io.BytesIO(body), allow_pickle=False) as z:
-                header = json.loads(z["header"].tobytes().decode("utf-8"))
+                header = loads_json(z["header"].tobytes())
                 index_bytes = z["faiss_index"]
-                ids = z["ids"].astype(np.int64)
-                biases = z["biases"].astype(np.float64)
-        except (OSError, KeyError, ValueError) as e:
-            raise ValueError(f"{path}: unreadable VectorIndex payload: {e}") from e
+                ids = z["ids"]
+                biases = z["biases"]
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+            raise CorruptFileError(path, f"unreadable VectorIndex payload: {type(e).__name__}: "
+                                         f"{' '.join(str(e).split())}") from None
         if not isinstance(header, dict) or header.get("format_version") != _FORMAT_VERSION:
             version = header.get("format_version") if isinstance(header, dict) else None
-            raise ValueError(f"{path}: unsupported format version {version!r}")
+            raise CorruptFileError(path, f"unsupported format version {version!r}")
         missing = {"dim", "bias_weight", "next_id", "size"} - header.keys()
         if missing:
-            raise ValueError(f"{path}: header lacks {sorted(missing)}")
+            raise CorruptFileError(path, f"header lacks {sorted(missing)}")
 
-        obj = cls(int(header["dim"]), float(header["bias_weight"]), num_threads=num_threads)
-        with obj._faiss_threads():
-            index = faiss.deserialize_index(np.ascontiguousarray(index_bytes))
+        def is_int(v: object) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        dim, size, next_id, bw = header["dim"], header["size"], header["next_id"], header["bias_weight"]
+        if not (is_int(dim) and 1 <= dim <= 1 << 20 and is_int(size) and size >= 0 and is_int(next_id)
+                and next_id >= 0 and isinstance(bw, (int, float)) and not isinstance(bw, bool) and np.isfinite(bw)):
+            raise CorruptFileError(path, f"bad header values (dim={dim!r}, size={size!r}, next_id={next_id!r}, "
+                                         f"bias_weight={bw!r})")
+        if index_bytes.dtype != np.uint8 or index_bytes.ndim != 1 or ids.ndim != 1 or biases.ndim != 1 \
+                or ids.dtype.kind not in "iu" or biases.dtype.kind != "f":
+            raise CorruptFileError(path, "stored arrays have the wrong dtype or shape")
+        if ids.size != size or biases.size != size:
+            raise CorruptFileError(path, f"inconsistent VectorIndex file: sizes differ (header {size}, "
+                                         f"ids {ids.size}, biases {biases.size})")
+        if index_bytes.size < 4 * dim * size:  # a flat index stores every vector: refuse before allocating
+            raise CorruptFileError(path, f"FAISS index too short for {size} vectors of dim {dim}")
+        ids = ids.astype(np.int64)
+        biases = biases.astype(np.float64)
+        if not np.all(np.isfinite(biases)):
+            raise CorruptFileError(path, "biases contain NaN or infinite values")
+
+        obj = cls(dim, float(bw), num_threads=num_threads)
+        try:
+            with obj._faiss_threads():
+                index = faiss.deserialize_index(np.ascontiguousarray(index_bytes))
+        except (RuntimeError, MemoryError, ValueError, TypeError) as e:  # faiss raises RuntimeError on bad bytes
+            raise CorruptFileError(path, f"unreadable FAISS index ({type(e).__name__}: "
+                                         f"{' '.join(str(e).split())[:200]})") from None
         if not isinstance(index, faiss.IndexIDMap2):
-            raise ValueError(f"{path}: stored FAISS index is {type(index).__name__}, expected IndexIDMap2")
-        next_id = int(header["next_id"])
+            raise CorruptFileError(path, f"stored FAISS index is {type(index).__name__}, expected IndexIDMap2")
         problems = []
         if index.d != obj._dim:
             problems.append(f"faiss dim {index.d} != header dim {obj._dim}")
-        if index.ntotal != ids.size or ids.size != biases.size or ids.size != header.get("size"):
+        if index.ntotal != ids.size:
             problems.append(f"sizes differ (faiss {index.ntotal}, ids {ids.size}, biases {biases.size})")
         elif not np.array_equal(faiss.vector_to_array(index.id_map), ids):
             problems.append("faiss id map differs from the stored ids")
         if ids.size and (np.any(np.diff(ids) <= 0) or ids[0] < 0 or ids[-1] >= next_id):
             problems.append("ids are not ascending in [0, next_id)")
         if problems:
-            raise ValueError(f"{path}: inconsistent VectorIndex file: " + "; ".join(problems))
+            raise CorruptFileError(path, "inconsistent VectorIndex file: " + "; ".join(problems))
         obj._index = index
         obj._ids = ids
         obj._biases = biases

@@ -279,6 +279,40 @@ def test_malformed_lines_are_skipped_with_warnings(tmp_path: Path) -> None:
     assert log2.malformed_lines == bad and "torn last line" not in warned2[-1]
 
 
+def test_deep_and_huge_lines_are_malformed_lines_not_a_crash(tmp_path: Path, monkeypatch) -> None:
+    """One line of 100,000 ``[`` (or a line over the byte cap) no longer makes the whole log unloadable."""
+    p = tmp_path / "log.jsonl"
+    log = OutcomeLog(p)
+    log.record(**_attempt(0, 3))
+    with open(p, "ab") as f:
+        f.write(b"[" * 100_000 + b"\n")  # line 2: RecursionError before
+        f.write(b'{"embedding": [' + b"0.5, " * 40_000 + b"0.5]}\n")  # line 3: over the (patched) cap
+    _load_quiet(p)[0].record(**_attempt(1, 3))
+    monkeypatch.setattr(ol, "MAX_LINE_BYTES", 150_000)
+    log, warned = _load_quiet(p)
+    assert log.entries == [_expected(0, 3), _expected(1, 3)]
+    assert log.malformed_lines == [2, 3]
+    assert "JSONTooDeepError" in warned[0] and "nested deeper than" in warned[0]
+    assert "longer than 150000 bytes" in warned[1]
+
+
+def test_open_removes_stale_temps_unless_frozen(tmp_path: Path) -> None:
+    p = tmp_path / "row.outcomes.jsonl"
+    OutcomeLog(p).record(**_attempt(0, 3))
+    stale = tmp_path / ".row.outcomes.jsonl.77.0123456789abcdef.tmp"
+    fresh = tmp_path / ".row.outcomes.jsonl.78.0123456789abcdef.tmp"
+    other = tmp_path / ".notes.jsonl.77.0123456789abcdef.tmp"
+    for t in (stale, fresh, other):
+        t.write_bytes(b"x")
+    old = time.time() - 3600
+    for t in (stale, other):
+        os.utime(t, (old, old))
+    OutcomeLog(p, frozen=True)
+    assert stale.exists()  # a frozen (evaluation) open changes nothing on disk
+    assert len(OutcomeLog(p)) == 1
+    assert not stale.exists() and fresh.exists() and other.exists()
+
+
 def test_frozen_log_raises_and_leaves_file_byte_identical(tmp_path: Path) -> None:
     p = tmp_path / "log.jsonl"
     log = OutcomeLog(p)

@@ -736,3 +736,123 @@ def test_shape_preserving_edits_compare_concretely_in_eq4():
     assert same[1] > 0 and same[2] == 0.0  # the same advice again: redundant, no conflict
     assert reverse[2] > 0 and reverse[1] == 0.0  # the exact reverse: a conflict, not redundancy
     assert other[1] == 0.0 and other[2] == 0.0  # another number: neither
+
+
+# --------------------------------------------------------------------------- invariants checked on load
+
+
+def _saved_store(tmp_path):
+    store = MemoryStore(StoreConfig(capacity=4, seed=3), edits=SQL_EDITS)
+    for n in range(3):
+        store.admit(cand(n, src=f"s{n}", delta=0.5, condition=f'question contains "p{n}"' if n else "none",
+                         situation=f"situation {n}"))
+    store.update_reuse(0, 1)
+    path = tmp_path / "store.json"
+    store.save(path)
+    return store, path
+
+
+def _mutated(payload, fn):
+    import copy
+
+    p = copy.deepcopy(payload)
+    fn(p)
+    return p
+
+
+def _set(path, value):
+    def f(p):
+        node = p
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+    return f
+
+
+_BROKEN = [
+    (_set(["next_id"], 0), "next_id 0 is not above every record id"),
+    (_set(["next_id"], 2), "next_id 2 is not above"),
+    (lambda p: p["records"].append(p["records"][0]), "record id 0 appears twice"),
+    (_set(["config", "capacity"], 2), "3 records exceed the capacity 2"),
+    (_set(["clock"], 1), "created must be an int in \\[1, clock=1\\]"),
+    (_set(["records", 1, "record", "created"], 1), "same admission time"),
+    (_set(["records", 0, "record", "record_id"], -1), "record_id must be an int >= 0"),
+    (_set(["records", 0, "record", "record_id"], True), "record_id must be an int"),
+    (_set(["records", 0, "stats", "u"], 3.0), "u must be a number in \\[-1, 1\\]"),
+    (_set(["records", 0, "stats", "helpful"], 5), "helpful \\+ harmful \\(5\\) exceed uses \\(1\\)"),
+    (_set(["records", 0, "stats", "uses"], -1), "ints >= 0"),
+    (_set(["records", 0, "record", "score_after"], float("nan")), "score_after must be a finite number"),
+    (_set(["records", 0, "record", "situation"], 7), "situation must be a string"),
+    (_set(["records", 0, "record", "extra"], 1), "must have exactly the fields"),
+    (_set(["records", 0, "record", "condition"], "question contains"), "condition is not parsable"),
+    (_set(["records", 0, "bonus"], 1), "exactly 'record' and 'stats'"),
+    (_set(["records"], {"0": 1}), "records must be a list"),
+    (_set(["frozen"], "yes"), "frozen must be true or false"),
+    (_set(["clock"], -4), "clock must be an int >= 0"),
+    (_set(["surprise"], 1), "unknown key"),
+    (lambda p: p.pop("records"), "missing key"),
+    (_set(["embedder", "dim"], 16), "embedder dim 16 differs"),
+    (_set(["config", "capacity"], "many"), "config: config key 'capacity'"),
+    (_set(["rng_state"], [3, "x", None]), "rng_state"),
+    (_set(["edit_model"], 5), "edit_model must be a string"),
+]
+
+
+@pytest.mark.parametrize("breaks,needle", _BROKEN)
+def test_load_refuses_a_store_that_breaks_an_invariant(tmp_path, breaks, needle):
+    """A valid checksum is not enough: every invariant the store relies on is checked, naming the problem."""
+    from cfjax.countermem.store import InvalidStoreError
+    from cfjax.infra.io import CorruptFileError, atomic_write_json
+
+    store, path = _saved_store(tmp_path)
+    bad = _mutated(store.to_payload(), breaks)
+    atomic_write_json(path, bad)  # a fresh, valid checksum
+    before = path.read_bytes()
+    with pytest.raises(CorruptFileError, match=needle) as e:
+        MemoryStore.load(path, SQL_EDITS)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+    assert path.read_bytes() == before
+    with pytest.raises(InvalidStoreError, match=needle):
+        MemoryStore.from_payload(bad, SQL_EDITS)
+
+
+def test_next_id_zero_can_never_overwrite_a_record(tmp_path):
+    from cfjax.infra.io import CorruptFileError, atomic_write_json
+
+    store, path = _saved_store(tmp_path)
+    atomic_write_json(path, {**store.to_payload(), "next_id": 0})
+    with pytest.raises(CorruptFileError, match="would overwrite a record"):
+        MemoryStore.load(path, SQL_EDITS)
+    # an empty store with next_id 0 is fine (nothing to overwrite)
+    empty = MemoryStore(edits=SQL_EDITS)
+    empty.save(path)
+    assert len(MemoryStore.load(path, SQL_EDITS)) == 0
+
+
+def test_load_refuses_another_domains_store_and_deep_json(tmp_path):
+    from cfjax.countermem.store import InvalidStoreError
+    from cfjax.domains.sat.edits import SATEdits
+    from cfjax.infra.io import CorruptFileError
+
+    store, path = _saved_store(tmp_path)
+    with pytest.raises(InvalidStoreError, match="cannot be opened with the"):
+        MemoryStore.load(path, SATEdits())
+    path.write_text("[" * 100_000)
+    with pytest.raises(CorruptFileError, match="nested deeper"):
+        MemoryStore.load(path, SQL_EDITS)
+
+
+def test_load_removes_stale_temps_of_killed_saves(tmp_path):
+    store, path = _saved_store(tmp_path)
+    stale = tmp_path / ".store.json.4242.0123456789abcdef.tmp"
+    fresh = tmp_path / ".store.json.4243.fedcba9876543210.tmp"
+    other = tmp_path / ".other.json.4242.0123456789abcdef.tmp"
+    mine = tmp_path / ".store.json.before-edit.tmp"  # not a name our writer makes: kept
+    for p in (stale, fresh, other, mine):
+        p.write_bytes(b'{"format": "cfjax/1", "payl')
+    old = time.time() - 7200
+    for p in (stale, other, mine):
+        os.utime(p, (old, old))
+    MemoryStore.load(path, SQL_EDITS)
+    assert not stale.exists() and fresh.exists() and other.exists() and mine.exists()
+    assert temp_files_for(path) == sorted([fresh, mine])

@@ -232,3 +232,78 @@ def test_corrupt_file_raises(tmp_path: Path) -> None:
     (tmp_path / "junk.idx").write_bytes(b"not an index")
     with pytest.raises(ValueError, match="not a VectorIndex"):
         VectorIndex.load(tmp_path / "junk.idx")
+
+
+# --------------------------------------------------------------------------- #
+# a checksummed file with damaged contents: CorruptFileError, never a traceback #
+# --------------------------------------------------------------------------- #
+
+
+def _resealed(path: Path, **arrays) -> Path:
+    """``path`` rewritten with some of its npz arrays replaced, under a *valid* checksum."""
+    import hashlib
+    import io
+
+    from cfjax.infra import index as mod
+
+    head = len(mod._MAGIC) + mod._DIGEST_SIZE
+    with np.load(io.BytesIO(path.read_bytes()[head:])) as z:
+        d = {k: z[k] for k in z.files}
+    d.update(arrays)
+    buf = io.BytesIO()
+    np.savez(buf, **d)
+    body = buf.getvalue()
+    out = path.with_name("resealed.idx")
+    out.write_bytes(mod._MAGIC + hashlib.sha256(body).digest() + body)
+    return out
+
+
+def _header(**kw) -> np.ndarray:
+    import json
+
+    h = {"format_version": 1, "dim": 4, "bias_weight": 0.2, "next_id": 4, "size": 4, **kw}
+    return np.frombuffer(json.dumps(h).encode(), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("arrays,needle", [
+    ({"faiss_index": np.frombuffer(b"\x00garbage" * 20, dtype=np.uint8)}, "FAISS index"),
+    ({"faiss_index": np.zeros(3, np.uint8)}, "too short"),
+    ({"header": np.frombuffer(b"[" * 5000, dtype=np.uint8)}, "unreadable VectorIndex payload"),
+    ({"header": np.frombuffer(b"\xff\xfe", dtype=np.uint8)}, "unreadable VectorIndex payload"),
+    ({"header": _header(dim="4")}, "bad header values"),
+    ({"header": _header(dim=0)}, "bad header values"),
+    ({"header": _header(size=3)}, "sizes differ"),
+    ({"header": _header(next_id=2)}, "ascending"),
+    ({"ids": np.array([0, 1, 2, 3], np.float64)}, "wrong dtype"),
+    ({"biases": np.array([0, 0, np.nan, 0])}, "NaN"),
+])
+def test_corrupt_contents_under_a_valid_checksum(tmp_path: Path, arrays, needle) -> None:
+    from cfjax.infra.io import CorruptFileError
+
+    idx = VectorIndex(4)
+    idx.add(np.eye(4, dtype=np.float32))
+    path = tmp_path / "mem.idx"
+    idx.save(path)
+    bad = _resealed(path, **arrays)
+    with pytest.raises(CorruptFileError, match=needle) as e:
+        VectorIndex.load(bad)
+    assert "\n" not in str(e.value) and str(bad) in str(e.value)
+
+
+def test_load_removes_stale_temps_of_interrupted_saves(tmp_path: Path) -> None:
+    import os
+    import time
+
+    idx = VectorIndex(4)
+    idx.add(np.eye(4, dtype=np.float32))
+    path = tmp_path / "mem.idx"
+    idx.save(path)
+    stale, fresh = tmp_path / ".mem.idx.abc_1234.tmp", tmp_path / ".mem.idx.def45678.tmp"
+    mine = tmp_path / ".mem.idx.my-backup.tmp"  # not a name mkstemp makes: the user's, kept
+    for p in (stale, fresh, mine):
+        p.write_bytes(b"partial")
+    old = time.time() - 3600
+    for p in (stale, mine):
+        os.utime(p, (old, old))
+    VectorIndex.load(path)
+    assert not stale.exists() and fresh.exists() and mine.exists()

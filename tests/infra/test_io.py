@@ -444,3 +444,211 @@ class _MalformedWarningsOnly:
         self._cm.__exit__(*exc)
         for w in self.caught:
             assert "malformed JSONL line" in str(w.message)
+
+
+# --------------------------------------------------------------------------- #
+# defensive readers: deep nesting, huge lines                                  #
+# --------------------------------------------------------------------------- #
+
+
+def test_loads_json_refuses_deep_nesting_without_recursion() -> None:
+    from cfjax.infra.io import MAX_JSON_DEPTH, JSONTooDeepError, loads_json
+
+    assert loads_json("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) is not None
+    for text in ("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1),  # parses, but too deep
+                 "[" * 100_000,  # Python's parser would raise RecursionError
+                 '{"a":' * 5000 + "1" + "}" * 5000):
+        with pytest.raises(JSONTooDeepError):
+            loads_json(text)
+    # brackets inside strings do not count as nesting
+    assert loads_json(json.dumps({"s": "[" * 10_000})) == {"s": "[" * 10_000}
+    assert loads_json(b'{"x": [1, 2]}', max_depth=2) == {"x": [1, 2]}
+    with pytest.raises(JSONTooDeepError):
+        loads_json(b'{"x": [[1]]}', max_depth=2)
+
+
+def test_read_json_deep_file_is_corrupt(tmp_path: Path) -> None:
+    p = tmp_path / "deep.json"
+    p.write_text("[" * 100_000)
+    with pytest.raises(CorruptFileError, match="nested deeper"):
+        read_json(p)
+    p.write_text(json.dumps({"format": FORMAT, "payload": 1}) [:-1] + ', "x": ' + "[" * 3000 + "]" * 3000 + "}")
+    with pytest.raises(CorruptFileError, match="nested deeper"):
+        read_json(p, checksum=False)
+
+
+def test_read_jsonl_deep_line_is_one_malformed_line(tmp_path: Path) -> None:
+    p = tmp_path / "log.jsonl"
+    append_jsonl(p, {"i": 0})
+    with open(p, "ab") as f:
+        f.write(b"[" * 100_000 + b"\n")
+    append_jsonl(p, {"i": 1})
+    with pytest.warns(UserWarning, match=r"line 2: JSONTooDeepError"):
+        records, bad = read_jsonl(p)
+    assert records == [{"i": 0}, {"i": 1}] and bad == 1
+
+
+def test_read_jsonl_skips_overlong_lines_in_chunks(tmp_path: Path) -> None:
+    p = tmp_path / "log.jsonl"
+    append_jsonl(p, {"i": 0})
+    append_jsonl(p, {"i": 1, "pad": "x" * 5000})  # over the cap below
+    append_jsonl(p, {"i": 2})
+    with open(p, "ab") as f:
+        f.write(b'{"i": 3, "pad": "' + b"y" * 5000)  # an over-long torn last line
+    with pytest.warns(UserWarning) as caught:
+        records, bad = read_jsonl(p, max_line_bytes=1000)
+    assert records == [{"i": 0}, {"i": 2}] and bad == 2
+    msgs = [str(w.message) for w in caught]
+    assert any("line 2: longer than 1000 bytes" in m for m in msgs)
+    assert any("line 4: torn last line without newline; longer than 1000 bytes" in m for m in msgs)
+    # the same file read with the default cap: only the torn line is malformed
+    with pytest.warns(UserWarning, match="line 4"):
+        assert [r["i"] for r in read_jsonl(p)[0]] == [0, 1, 2]
+
+
+def test_iter_lines_bounds_what_it_holds(tmp_path: Path) -> None:
+    from cfjax.infra.io import iter_lines
+
+    p = tmp_path / "x"
+    p.write_bytes(b"ab\n" + b"c" * 10 + b"\n" + b"d" * 4 + b"\n" + b"e")
+    with open(p, "rb") as f:
+        assert list(iter_lines(f, 4)) == [(1, b"ab\n", True), (2, None, True), (3, b"dddd\n", True),
+                                          (4, b"e", False)]
+    with open(p, "rb") as f, pytest.raises(ValueError):
+        list(iter_lines(f, 0))
+
+
+# --------------------------------------------------------------------------- #
+# stale temp files of a directory                                              #
+# --------------------------------------------------------------------------- #
+
+
+def _age(p: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(p, (t, t), follow_symlinks=False)
+
+
+def test_cleanup_stale_temps_in_removes_only_old_temps_named_like_ours(tmp_path: Path) -> None:
+    from cfjax.infra.io import STALE_TEMP_AGE_S, cleanup_stale_temps_in
+
+    ours_old = tmp_path / ".store.json.4242.0123456789abcdef.tmp"
+    ours_fresh = tmp_path / ".table.npz.4243.fedcba9876543210.tmp"
+    not_ours = [tmp_path / ".notes.tmp", tmp_path / "data.tmp", tmp_path / ".x.12.short.tmp",
+                tmp_path / ".x.12.0123456789ABCDEF.tmp"]  # upper-case hex: not what we write
+    for p in [ours_old, ours_fresh, *not_ours]:
+        p.write_bytes(b"x")
+        _age(p, 3600)
+    _age(ours_fresh, 10)
+    d = tmp_path / ".dir.1.0123456789abcdef.tmp"  # a directory with our name pattern: kept
+    d.mkdir()
+    _age(d, 3600)
+    if hasattr(os, "symlink"):
+        link = tmp_path / ".link.1.0123456789abcdef.tmp"
+        link.symlink_to(tmp_path / "data.tmp")
+        _age(link, 3600)
+    assert cleanup_stale_temps_in(tmp_path) == [ours_old]
+    assert ours_fresh.exists() and d.is_dir() and all(p.exists() for p in not_ours)
+    assert cleanup_stale_temps_in(tmp_path, min_age_s=0) == [ours_fresh]
+    assert cleanup_stale_temps_in(tmp_path / "missing") == []
+    assert STALE_TEMP_AGE_S >= 60
+
+
+# --------------------------------------------------------------------------- #
+# output directories: refuse / --force / --resume                              #
+# --------------------------------------------------------------------------- #
+
+
+def _tree(root: Path) -> dict[str, tuple[bytes, int] | None]:
+    out: dict[str, tuple[bytes, int] | None] = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        out[rel] = None if p.is_dir() else (p.read_bytes(), p.stat().st_mtime_ns)
+    return out
+
+
+def test_prepare_output_dir_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    from cfjax.infra.io import OutputExistsError, UserError, prepare_output_dir
+
+    assert prepare_output_dir(tmp_path / "new") == []  # missing: fine (and not created)
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()
+    assert prepare_output_dir(tmp_path / "empty") == []
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "report.txt").write_text("my notes")
+    before = _tree(d)
+    with pytest.raises(OutputExistsError, match=r"not empty \(report.txt\); pass --force") as e:
+        prepare_output_dir(d, command="cfjax x run")
+    assert isinstance(e.value, UserError) and isinstance(e.value, FileExistsError)
+    assert "cannot --resume" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(OutputExistsError, match="pass --resume to continue it, --force"):
+        prepare_output_dir(d, resumable=True)
+    with pytest.raises(OutputExistsError, match="cannot resume"):
+        prepare_output_dir(d, existing="resume")
+    with pytest.raises(OutputExistsError, match="cannot resume"):
+        prepare_output_dir(tmp_path / "new", existing="resume")  # whatever is there
+    assert prepare_output_dir(d, existing="resume", resumable=True) == []
+    with pytest.raises(OutputExistsError, match="not a directory"):
+        prepare_output_dir(d / "report.txt", existing="force")
+    with pytest.raises(ValueError):
+        prepare_output_dir(d, existing="overwrite")
+    assert _tree(d) == before
+
+
+def test_prepare_output_dir_force_removes_only_what_the_command_writes(tmp_path: Path) -> None:
+    from cfjax.infra.io import prepare_output_dir
+
+    d = tmp_path / "run"
+    owned = ["config.toml", "results.json", "suites/sql", "sql/split_*", "figures/a.png", "sweep_*.png"]
+    for rel in ("config.toml", "results.json", "suites/sql/db/x.sqlite", "sql/split_1/seed_0/store.json",
+                "sql/split_2/seed_0/store.json", "figures/a.png", "sweep_r.png",
+                ".results.json.77.0123456789abcdef.tmp",
+                "figures/.a.png.1.0123456789abcdef.tmp",
+                # the user's own files, kept:
+                "notes.txt", "sql/my_analysis.py", "figures/mine.png", "suites/mine/keep.txt", ".config.toml.bak"):
+        p = d / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(rel)
+    outside = tmp_path / "elsewhere"
+    (outside / "split_9").mkdir(parents=True)
+    (outside / "split_9" / "precious").write_text("not ours")
+    (d / "pybugs").symlink_to(outside, target_is_directory=True)  # a link: never followed
+    removed = prepare_output_dir(d, existing="force", owned=owned + ["pybugs/split_*"])
+    left = sorted(str(p.relative_to(d)) for p in d.rglob("*") if not p.is_dir() or p.is_symlink())
+    assert left == [".config.toml.bak", "figures/mine.png", "notes.txt", "pybugs", "sql/my_analysis.py",
+                    "suites/mine/keep.txt"]
+    assert (outside / "split_9" / "precious").read_text() == "not ours"
+    assert d / "suites" / "sql" in removed and d / ".results.json.77.0123456789abcdef.tmp" in removed
+    # emptied directories go, the user's stay
+    (d / "sql" / "my_analysis.py").unlink()
+    (d / "sql" / "split_3").mkdir()
+    prepare_output_dir(d, existing="force", owned=owned)
+    assert not (d / "sql").exists() and (d / "suites" / "mine").is_dir()
+
+
+def test_prepare_output_file(tmp_path: Path) -> None:
+    from cfjax.infra.io import OutputExistsError, prepare_output_file
+
+    f = tmp_path / "sel.json"
+    prepare_output_file(f)  # missing: fine
+    f.write_text("mine")
+    with pytest.raises(OutputExistsError, match="already exists; pass --force"):
+        prepare_output_file(f)
+    prepare_output_file(f, existing="force")
+    assert f.read_text() == "mine"  # replaced only by the command's own (atomic) write
+    with pytest.raises(OutputExistsError, match="cannot resume"):
+        prepare_output_file(f, existing="resume")
+    with pytest.raises(OutputExistsError, match="is a directory"):
+        prepare_output_file(tmp_path, existing="force")
+    with pytest.raises(OutputExistsError, match="does not exist"):
+        prepare_output_file(tmp_path / "no" / "x.json")
+
+
+def test_error_hierarchy() -> None:
+    from cfjax.config import ConfigError
+    from cfjax.infra.io import InputError, OutputExistsError, UserError
+
+    assert issubclass(CorruptFileError, InputError) and issubclass(CorruptFileError, ValueError)
+    assert issubclass(ConfigError, UserError) and issubclass(ConfigError, ValueError)
+    assert issubclass(OutputExistsError, UserError) and issubclass(OutputExistsError, FileExistsError)
+    assert str(OutputExistsError("one line")) == "one line"
