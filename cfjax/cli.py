@@ -8,6 +8,7 @@ overrides (``--seeds``, ``--decisions``, …).
     cfjax countermem run --suite all --out runs/countermem    # the main job (scripted backbone, seeds 0 1 2)
     cfjax countermem run --suite sql --out runs/x --backbone openai   # a real LLM (CFJAX_LLM_BASE_URL, CFJAX_LLM_MODEL)
     cfjax sweep --method countermem --out runs/sweep            # the pre-registered competence sweep
+    cfjax doctor                                                 # which sandbox layers generated code gets here
 
 Existing outputs. A command never overwrites silently: a non-empty ``--out``
 directory (or, for ``train-selectors``, an existing output file) is refused
@@ -146,11 +147,46 @@ def _backbone(args: argparse.Namespace):
                     base_url=getattr(args, "base_url", None), model=getattr(args, "model", None))
 
 
+#: suites whose world runs model-written code in the OS sandbox (:mod:`cfjax.sandbox`)
+_SANDBOXED_SUITES = ("pybugs",)
+
+
+def _check_sandbox(args: argparse.Namespace, suites: list[str]) -> None:
+    """A real model's code runs only with every sandbox layer, unless ``--allow-weak-sandbox``."""
+    if args.backbone == "scripted" or not any(s in _SANDBOXED_SUITES for s in suites):
+        return
+    from cfjax.sandbox import missing, require_strong
+
+    layers = require_strong(args.allow_weak_sandbox, backbone=args.backbone)
+    if missing(layers):
+        _log(f"warning: running generated code without sandbox layers {', '.join(missing(layers))} "
+             "(--allow-weak-sandbox)")
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from cfjax.sandbox import describe, missing, probe, seccomp_program
+
+    layers = probe()
+    _log(f"sandbox for generated code (the Python world), as a child process on this machine gets it "
+         f"(running as uid {os.geteuid()}):")
+    _log(describe(layers))
+    program, why = seccomp_program()
+    _log(f"seccomp filter: {len(program) // 16} instructions from libseccomp" if program else f"seccomp filter: {why}")
+    gone = missing(layers)
+    if gone:
+        _log(f"MISSING: {', '.join(gone)}. A real model's code is refused on the Python suite unless "
+             "--allow-weak-sandbox; see README.md, 'Running generated code'.")
+        return 1
+    _log("all layers on.")
+    return 0
+
+
 def _countermem_run(args: argparse.Namespace) -> int:
     from cfjax.config import QUICK
     from cfjax.experiments.countermem import expand_rows, resolve_suites, run_main
 
     suites = resolve_suites(args.suite)
+    _check_sandbox(args, suites)
     rows = _checked("--rows", expand_rows, args.rows or ["all"])
     cfg = _countermem_config(args)
     max_tasks = (args.max_tasks or QUICK.max_tasks) if args.quick else args.max_tasks
@@ -218,6 +254,7 @@ def _antipersist_run(args: argparse.Namespace) -> int:
     from cfjax.experiments.countermem import resolve_suites
 
     suites = resolve_suites(args.suite)
+    _check_sandbox(args, suites)
     cfg = _antipersist_config(args)
     run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=_backbone(args), workers=args.workers,
              quick=args.quick, log=_log, existing=_existing(args))
@@ -261,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server; "
                         "set CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL)")
+    r.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="run a real model's code on the Python suite even when a sandbox layer is missing "
+                        "(see `cfjax doctor`)")
     r.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="backbone seeds (default: 0 1 2)")
     r.add_argument("--split-seeds", type=_seed_int, nargs="+", default=None,
                    help="split seeds, one twin-free split each (default: 12345 1 2)")
@@ -325,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
                     help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server; "
                          "--base-url/--model or CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL)")
+    ar.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="run a real model's code on the Python suite even when a sandbox layer is missing "
+                        "(see `cfjax doctor`)")
     ar.add_argument("--base-url", default=None, help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
     ar.add_argument("--model", default=None, help="model name the server expects")
     ar.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="backbone seeds (default: 42 43 44)")
@@ -358,6 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     _out_flags(sw, force="replace a sweep already in --out: remove sweep.json, sweep.txt, sweep_*.png, "
                          "suites/<suite>/ and point_*/ (other files are kept)", resume=None)
     sw.set_defaults(func=_sweep)
+
+    dr = sub.add_parser("doctor", parents=[common],
+                        help="which sandbox layers generated code gets on this machine (exit 1 if any is missing)")
+    dr.set_defaults(func=_doctor)
     return p
 
 

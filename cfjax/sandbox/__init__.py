@@ -41,6 +41,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cfjax.infra.io import UserError
+
 __all__ = ["LAYERS", "LAYERS_PATH", "DENIED_SYSCALLS", "seccomp_program", "probe", "missing", "describe",
            "WeakSandboxError", "require_strong"]
 
@@ -162,8 +164,9 @@ def describe(layers: dict[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
-class WeakSandboxError(RuntimeError):
-    """A real model's code would run with an OS layer missing and the user did not allow it."""
+class WeakSandboxError(UserError):
+    """A real model's code would run with an OS layer missing and the user did not allow it
+    (a :class:`~cfjax.infra.io.UserError`: the CLI prints one line and exits with status 2)."""
 
 
 def require_strong(allow_weak: bool, *, backbone: str) -> dict[str, str]:

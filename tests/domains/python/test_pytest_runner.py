@@ -369,7 +369,7 @@ def test_unknown_task_raises_and_bad_config(world, demo):
 
 
 def test_parse_cases_forms_and_refusals():
-    from cfjax.domains.python.world import parse_cases
+    from cfjax.domains.python.cases import parse_cases
 
     src = ("from solution import f\n\ndef _check(*a):\n    pass\n\n"
            "def test_a():\n    '''doc'''\n    _check('f(1, [2])', f(1, [2]), {'k': (1, 2.5)})\n\n"

@@ -29,7 +29,8 @@ import pytest
 
 import cfjax
 from cfjax.domains.python import PyBugsSuite
-from cfjax.domains.python.world import Case, PytestWorld, judge
+from cfjax.domains.python.cases import Case, judge
+from cfjax.domains.python.world import PytestWorld
 from cfjax.sandbox import missing, probe
 
 PROJECT = Path(cfjax.__file__).resolve().parents[1]
