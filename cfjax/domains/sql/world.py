@@ -9,38 +9,123 @@ later check.
 State isolation
 ---------------
 On construction every database file is opened **read-only**
-(``file:...?mode=ro`` URI) and copied with the SQLite backup API into a
-private in-memory *master*; the file is then closed and never opened again.
-Each evaluation backs the master up into a **fresh** in-memory connection,
-runs the action there and throws the connection away. The source files'
-bytes and modification times are therefore never changed.
+(``file:...?mode=ro`` URI), copied with the SQLite backup API into a private
+in-memory database and kept as that database's serialized *image* (bytes,
+:meth:`sqlite3.Connection.serialize`); the file is then closed and never
+opened again, so the source files' bytes and modification times are never
+changed. Each evaluation deserializes the image into a **fresh** in-memory
+connection, runs the action there and throws the connection away.
+
+Where it runs (``isolation=``)
+------------------------------
+* ``"subprocess"`` (default): in a **worker process** (the stdlib-only script
+  :mod:`cfjax.domains.sql._worker`, run as ``python -I -S -B``, in its own
+  session, with an empty environment). Workers are started lazily — on the
+  first evaluation, never at construction or unpickling — receive the images
+  once at start, and are reused for every later evaluation (a small pool: at
+  most ``workers`` processes, one per concurrently evaluating thread). A
+  worker has an address-space limit (``RLIMIT_AS`` = ``memory_mb`` MiB plus
+  three times the databases' total size: the images, a spare copy and the
+  copy in use), SQLite's ``hard_heap_limit`` at half of
+  that, ``RLIMIT_FSIZE`` 0 and ``RLIMIT_CORE`` 0. The parent waits for the
+  reply at most ``timeout_s + kill_grace_s`` seconds and otherwise **kills**
+  the worker (``SIGKILL``) — this bounds single SQLite calls the progress
+  handler cannot interrupt (one ``LIKE``/``instr``/``replace`` over a
+  megabyte string). A killed, crashed or misbehaving worker is replaced by a
+  new one at the next evaluation. Workers exit when the world is closed,
+  garbage-collected or the interpreter exits (and by themselves at the end
+  of their input, i.e. when the parent dies).
+  Before each statement a worker also lowers its soft ``RLIMIT_CPU`` to its
+  CPU time so far plus ``timeout_s`` plus 2 s (a backstop should the parent
+  be unable to kill it), and after a ``memory`` or ``worker_error`` reply it
+  is replaced too. The parent does not trust replies: it reads at most
+  ``max_result_bytes`` + 64 KiB, unpickles refusing every global (no code
+  can run; only plain containers and scalars can be built) and accepts only
+  a list of rows of ``None``/``int``/``float``/``str``/``bytes`` with the
+  announced column count; anything else is a ``worker_error``.
+  Per evaluation the parent pays a pipe round trip and a small pickle each
+  way; ``benchmarks/sql_world.py`` measures the cost against ``"inprocess"``.
+* ``"inprocess"``: the same statement checks, SQLite limits and result cap,
+  but in the calling process and with no memory limit or hard kill (the
+  behaviour of earlier versions; for benchmarks and trusted input only).
 
 Untrusted-SQL safety (defence in depth)
 ---------------------------------------
+* the action's length is checked **first**: more than ``max_query_chars``
+  characters is refused before any parsing (``error="too_large"``);
 * exactly one statement is accepted (a tokenizer that understands quotes and
   comments splits the text at top-level ``;``); statements starting with a
   write/DDL/transaction/``PRAGMA``/``ATTACH``/``VACUUM``/``EXPLAIN`` keyword
   are refused before execution;
-* ``PRAGMA query_only=ON`` is set before the authorizer is installed;
+* ``PRAGMA temp_store=MEMORY`` (no temporary files) and ``PRAGMA
+  query_only=ON`` are set before the authorizer is installed;
 * an authorizer allows only ``SQLITE_SELECT``, ``SQLITE_READ``,
   ``SQLITE_FUNCTION`` (minus a deny-list such as ``load_extension`` and
   ``fts3_tokenizer``) and ``SQLITE_RECURSIVE``; every write, DDL statement,
   ``ATTACH``/``DETACH``, ``PRAGMA``, transaction, ``VACUUM``... is denied;
-* extension loading is disabled, ``SQLITE_LIMIT_ATTACHED`` is 0 and string /
-  SQL length limits are lowered where :meth:`sqlite3.Connection.setlimit`
-  exists;
+* extension loading is disabled and SQLite's run-time limits are lowered
+  (:meth:`sqlite3.Connection.setlimit`; every built-in gold query stays far
+  inside them):
+
+  ====================================  =========  =====================================
+  limit                                 default    option
+  ====================================  =========  =====================================
+  ``SQLITE_LIMIT_LENGTH``               1,000,000  ``max_value_bytes``: one string, blob
+                                                   or row, in bytes (a stored value larger
+                                                   than this could not be read)
+  ``SQLITE_LIMIT_SQL_LENGTH``           400,000    4 × ``max_query_chars`` (UTF-8 bytes)
+  ``SQLITE_LIMIT_COLUMN``               100        ``max_columns``, raised to the widest
+                                                   table (SQLite checks the schema too)
+  ``SQLITE_LIMIT_LIKE_PATTERN_LENGTH``  1,000      ``max_like_pattern``
+  ``SQLITE_LIMIT_EXPR_DEPTH``           500        ``sqlite_limits``
+  ``SQLITE_LIMIT_COMPOUND_SELECT``      200        ``sqlite_limits``
+  ``SQLITE_LIMIT_VARIABLE_NUMBER``      100        ``sqlite_limits``
+  ``SQLITE_LIMIT_FUNCTION_ARG``         100        ``sqlite_limits``
+  ``SQLITE_LIMIT_TRIGGER_DEPTH``        1          ``sqlite_limits``
+  ``SQLITE_LIMIT_ATTACHED``             0          ``sqlite_limits``
+  ``SQLITE_LIMIT_WORKER_THREADS``       0          ``sqlite_limits``
+  ====================================  =========  =====================================
+
+  ``sqlite_limits`` maps any ``SQLITE_LIMIT_*`` name to a value and
+  overrides the table. Even so, one SQLite call can run long: ``LIKE``/``GLOB``
+  with a 1,000-character pattern or ``instr`` over a 999,999-character
+  string take a second or more, and an over-long ``printf`` width spins for
+  seconds before SQLite returns ``NULL`` (``printf`` answers ``NULL``, not
+  an error, past ``SQLITE_LIMIT_LENGTH``; ``replace``, ``hex``,
+  ``zeroblob``, ``group_concat`` and ``||`` report "string or blob too
+  big") — that is what the hard kill is for;
 * a progress handler aborts the statement after ``timeout_s`` seconds of
   wall-clock time (checked every 1000 VM instructions), so endless recursive
-  CTEs end;
-* at most ``max_rows + 1`` rows are fetched.
+  CTEs and cross-join explosions end without killing the worker;
+* at most ``max_rows + 1`` rows and at most ``max_result_bytes`` bytes of
+  result are fetched: rows are fetched in chunks of doubling size (1, 2, 4,
+  ... rows) and each chunk is pickled as it arrives; the pickles' total size
+  is the result's size (about the values' bytes plus a few bytes per value).
 
-Errors are *outcomes*, never exceptions: a syntax or runtime error is a
-completed check with score 0 (``error="sql_error"``), a refused statement is a
-completed check with score 0 (``error="forbidden"``), too large a result is a
-completed check with score 0 (``error="too_many_rows"``) and a timeout is an
-*incomplete* check (``completed=False``, ``error="timeout"``), which
-CounterMem never admits. An unknown ``env_id`` or a failing gold query is a
-programming/data error and raises.
+Outcomes
+--------
+Errors are *outcomes*, never exceptions. ``error`` is ``None`` when the query
+ran (whatever it returned) and otherwise one of:
+
+======================  ===========  ==============================================
+error                   completed    meaning (score 0)
+======================  ===========  ==============================================
+``sql_error``           True         a syntax or runtime error (SQLite's message,
+                                     including its limits: "string or blob too big")
+``forbidden``           True         a refused statement (write, DDL, ``PRAGMA``...)
+``too_large``           True         the query text exceeds ``max_query_chars``
+``too_many_rows``       True         more than ``max_rows`` rows
+``too_large_result``    True         more than ``max_result_bytes`` bytes of result
+``memory``              True         the worker ran out of memory (``RLIMIT_AS`` /
+                                     SQLite's heap limit)
+``timeout``             **False**    not finished within ``timeout_s`` (stopped by
+                                     the progress handler or by killing the worker)
+``worker_error``        **False**    the sandbox failed: the worker could not start,
+                                     crashed, closed its pipe or sent a bad reply
+======================  ===========  ==============================================
+
+An incomplete check is never admitted by CounterMem. An unknown ``env_id`` or
+a failing gold query is a programming/data error and raises.
 
 Result comparison
 -----------------
@@ -58,8 +143,10 @@ per task, cached):
   **sequence**. Multiset matching buckets rows by a canonical key (floats
   rounded to about ``-log10(float_tol)`` significant digits), confirms each
   pairing with the tolerant comparator, and then pairs leftover rows across
-  buckets with the tolerant comparator (bounded work), so values straddling
-  a rounding boundary still match.
+  buckets with the tolerant comparator (bounded work; a row is tried only
+  against rows with the same NULLs, strings and bytes), so values straddling
+  a rounding boundary still match. Rows equal under ``==`` in the same order
+  match without the comparator.
 
 Score ``U``:
 
@@ -96,86 +183,83 @@ Neither mode reveals the gold SQL or gold rows, and the option never changes
 ``score``/``solved`` (which, with ``partial_credit``, is itself ``0.9 × F1``
 of the overlap with the reference: a number for the world/analysis side).
 
-Thread-safety
--------------
-One :class:`SQLWorld` may be used from one thread at a time (it may be
-handed between threads). :meth:`SQLWorld.evaluate` keeps no per-call state
-on ``self``; the only mutable state is the per-task reference-result cache.
+Thread-safety and pickling
+--------------------------
+One :class:`SQLWorld` may be used from several threads at once: each
+evaluation checks a worker out of the pool (starting one if fewer than
+``workers`` exist, else waiting for one), so up to ``workers`` statements run
+in parallel. :meth:`SQLWorld.evaluate` keeps no per-call state on ``self``;
+the only other mutable state is the per-task reference-result cache. A world
+pickles (for worker processes of the experiment runner) as its options, the
+database images and the reference cache — never its worker processes, which
+the copy starts lazily for itself. :meth:`SQLWorld.close` stops the workers.
 
-Length: one module on purpose — statement splitting, the sandboxed execution and the result comparator
-are the world's one contract with untrusted SQL; keeping them together keeps every limit in one place.
+Length: one module on purpose — statement splitting, the world's limits, the worker pool and the
+result comparator are the world's one contract with untrusted SQL; keeping them together keeps every
+limit in one place. Only the engine half — the sandboxed execution and the worker process's loop —
+lives in :mod:`cfjax.domains.sql._worker` (standard library only, so it starts fast as a script);
+this docstring is the contract for both.
 """
 
 from __future__ import annotations
 
+import io
+import os
+import pickle
+import re
+import select
+import subprocess
+import sys
 import math
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cfjax.domains.sql import _worker
+from cfjax.domains.sql._worker import QueryFailure
 from cfjax.types import AnswerKey, Task
 from cfjax.types import Outcome
 
-__all__ = ["SQLWorld", "QueryResult", "QueryFailure", "split_statements", "FEEDBACK_MODES"]
+__all__ = ["SQLWorld", "QueryResult", "QueryFailure", "split_statements", "FEEDBACK_MODES", "ISOLATION_MODES"]
 
 Row = tuple[Any, ...]
 
 _MAX_FEEDBACK = 790
 #: values of the ``feedback`` option (module docstring, "Feedback")
 FEEDBACK_MODES = ("user", "rich")
-_PROGRESS_OPS = 1000
-# Statements that can never be read-only queries; refused before execution.
-# (Other unknown first words are left to SQLite, which reports a syntax error.)
-_FORBIDDEN_FIRST_KEYWORDS = frozenset(
-    {
-        "INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER",
-        "ATTACH", "DETACH", "PRAGMA", "BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT",
-        "RELEASE", "VACUUM", "REINDEX", "ANALYZE", "EXPLAIN",
-    }
-)
-_ALLOWED_ACTIONS = frozenset(
-    {
-        sqlite3.SQLITE_SELECT,
-        sqlite3.SQLITE_READ,
-        sqlite3.SQLITE_FUNCTION,
-        getattr(sqlite3, "SQLITE_RECURSIVE", 33),
-    }
-)
-# Functions that can touch the file system, load code or corrupt memory.
-_DENIED_FUNCTIONS = frozenset(
-    {
-        "load_extension", "fts3_tokenizer", "readfile", "writefile", "edit", "zipfile",
-        "sqlar_compress",
-    }
-)
-_ACTION_NAMES: dict[int, str] = {
-    getattr(sqlite3, f"SQLITE_{name}"): name
-    for name in (
-        "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE",
-        "CREATE_TEMP_TRIGGER", "CREATE_TEMP_VIEW", "CREATE_TRIGGER", "CREATE_VIEW",
-        "DELETE", "DROP_INDEX", "DROP_TABLE", "DROP_TEMP_INDEX", "DROP_TEMP_TABLE",
-        "DROP_TEMP_TRIGGER", "DROP_TEMP_VIEW", "DROP_TRIGGER", "DROP_VIEW", "INSERT",
-        "PRAGMA", "READ", "SELECT", "TRANSACTION", "UPDATE", "ATTACH", "DETACH",
-        "ALTER_TABLE", "REINDEX", "ANALYZE", "CREATE_VTABLE", "DROP_VTABLE",
-        "FUNCTION", "SAVEPOINT", "RECURSIVE",
-    )
-    if hasattr(sqlite3, f"SQLITE_{name}")
+#: values of the ``isolation`` option (module docstring, "Where it runs")
+ISOLATION_MODES = ("subprocess", "inprocess")
+# (limit name, value) applied with Connection.setlimit; the first four come from world options.
+_DEFAULT_LIMITS: dict[str, int] = {
+    "SQLITE_LIMIT_LENGTH": 1_000_000,
+    "SQLITE_LIMIT_SQL_LENGTH": 400_000,
+    "SQLITE_LIMIT_COLUMN": 100,
+    "SQLITE_LIMIT_LIKE_PATTERN_LENGTH": 1_000,
+    "SQLITE_LIMIT_EXPR_DEPTH": 500,
+    "SQLITE_LIMIT_COMPOUND_SELECT": 200,
+    "SQLITE_LIMIT_VARIABLE_NUMBER": 100,
+    "SQLITE_LIMIT_FUNCTION_ARG": 100,
+    "SQLITE_LIMIT_TRIGGER_DEPTH": 1,
+    "SQLITE_LIMIT_ATTACHED": 0,
+    "SQLITE_LIMIT_WORKER_THREADS": 0,
 }
-# (limit name, value) applied when Connection.setlimit is available.
-_LIMITS: tuple[tuple[str, int], ...] = (
-    ("SQLITE_LIMIT_LENGTH", 10_000_000),
-    ("SQLITE_LIMIT_SQL_LENGTH", 100_000),
-    ("SQLITE_LIMIT_ATTACHED", 0),
-    ("SQLITE_LIMIT_EXPR_DEPTH", 500),
-    ("SQLITE_LIMIT_COMPOUND_SELECT", 200),
-    ("SQLITE_LIMIT_VARIABLE_NUMBER", 100),
-    ("SQLITE_LIMIT_TRIGGER_DEPTH", 1),
-)
 # Pair comparisons allowed when matching leftover rows across key buckets.
 _LEFTOVER_BUDGET = 2_000_000
+# Seconds a new worker may take to start and load the databases.
+_START_TIMEOUT_S = 30.0
+# Reply bytes allowed beyond max_result_bytes (framing, pickle overhead, messages).
+_REPLY_SLACK = 64 * 1024
+_FAILURE_KINDS = frozenset(
+    {"sql_error", "forbidden", "timeout", "too_many_rows", "too_large", "too_large_result", "memory",
+     "worker_error"}
+)
+_VALUE_TYPES = frozenset({type(None), int, float, str, bytes})
+_WORKER_SCRIPT = str(Path(_worker.__file__).resolve())
 
 
 @dataclass(frozen=True)
@@ -191,23 +275,10 @@ class QueryResult:
     rows: tuple[Row, ...]
 
 
-class QueryFailure(Exception):
-    """A query did not produce a usable result.
-
-    Attributes:
-      kind: ``"sql_error"``, ``"forbidden"``, ``"timeout"`` or
-        ``"too_many_rows"``.
-      message: human-readable detail (never contains gold information).
-    """
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
-
-
 # --------------------------------------------------------------------------
 # statement splitting
+
+_SPECIAL = re.compile(r"""['"`\[;]|--|/\*""")
 
 
 def split_statements(sql: str) -> list[str]:
@@ -217,7 +288,8 @@ def split_statements(sql: str) -> list[str]:
     (``"..."``, ```...```, ``[...]``) and comments (``-- ...``, ``/* ... */``).
     Pieces consisting only of whitespace and comments are dropped. An
     unterminated literal or comment runs to the end of the text (SQLite then
-    reports the syntax error).
+    reports the syntax error). Linear in the text's length (the world checks
+    the length first).
 
     Args:
       sql: the SQL text.
@@ -229,36 +301,39 @@ def split_statements(sql: str) -> list[str]:
     start = 0
     has_token = False
     i, n = 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if ch in "'\"`[":
-            close = "]" if ch == "[" else ch
-            j = i + 1
-            while j < n:
-                if sql[j] == close:
-                    # Doubled quote characters escape themselves ('it''s').
-                    if close != "]" and j + 1 < n and sql[j + 1] == close:
-                        j += 2
-                        continue
-                    break
-                j += 1
-            i = j + 1
-            has_token = True
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j < 0 else j + 1
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-        elif ch == ";":
+    while i <= n:
+        m = _SPECIAL.search(sql, i)
+        j = m.start() if m else n
+        if not has_token and j > i and not sql[i:j].isspace():
+            has_token = True  # a word or symbol between two special tokens
+        if m is None:
+            break
+        token = m.group()
+        if token == ";":
             if has_token:
-                statements.append(sql[start:i])
-            start, has_token = i + 1, False
-            i += 1
-        else:
-            if not ch.isspace():
-                has_token = True
-            i += 1
+                statements.append(sql[start:j])
+            start, has_token = j + 1, False
+            i = j + 1
+        elif token == "--":
+            k = sql.find("\n", j + 2)
+            i = n + 1 if k < 0 else k + 1
+        elif token == "/*":
+            k = sql.find("*/", j + 2)
+            i = n + 1 if k < 0 else k + 2
+        else:  # a quote: runs to its closing character; a doubled one escapes itself ('it''s')
+            close = "]" if token == "[" else token
+            k = j + 1
+            while True:
+                k = sql.find(close, k)
+                if k < 0:
+                    k = n
+                    break
+                if close != "]" and k + 1 < n and sql[k + 1] == close:
+                    k += 2
+                    continue
+                break
+            i = k + 1
+            has_token = True
     if has_token:
         statements.append(sql[start:])
     return statements
@@ -307,6 +382,15 @@ def _values_close(a: Any, b: Any, tol: float) -> bool:
 
 def _rows_close(a: Row, b: Row, tol: float) -> bool:
     return len(a) == len(b) and all(_values_close(x, y, tol) for x, y in zip(a, b))
+
+
+_NUMBER = object()  # stands for any number in _exact_part
+
+
+def _exact_part(row: Row) -> tuple[Any, ...]:
+    """``row`` with every number replaced by one marker: two rows can only be close (tolerantly
+    equal) if these parts are equal."""
+    return tuple(_NUMBER if _is_number(v) else (type(v), v) for v in row)
 
 
 class _Comparator:
@@ -373,10 +457,19 @@ class _Comparator:
                 unmatched.append(row)
         rest = [r for bucket in buckets.values() for r in bucket]
         if unmatched and rest and len(unmatched) * len(rest) <= _LEFTOVER_BUDGET:
+            # Only rows with the same non-numeric values (NULLs, strings, bytes: compared exactly)
+            # can be close, so each row scans just those, in their order in ``rest``: the greedy
+            # matching is the one a scan of all of ``rest`` finds, at a fraction of the cost.
+            shapes: dict[tuple[Any, ...], list[Row]] = {}
+            for cand in rest:
+                shapes.setdefault(_exact_part(cand), []).append(cand)
             for row in unmatched:
-                for idx, cand in enumerate(rest):
+                same = shapes.get(_exact_part(row))
+                if not same:
+                    continue
+                for idx, cand in enumerate(same):
                     if _rows_close(row, cand, self.tol):
-                        rest.pop(idx)
+                        same.pop(idx)
                         matched += 1
                         break
         return matched
@@ -390,17 +483,261 @@ def _clip(text: str, limit: int = _MAX_FEEDBACK) -> str:
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
+# --------------------------------------------------------------------------
+# worker processes (module docstring, "Where it runs")
+
+
+class _WorkerTimeout(Exception):
+    """No reply before the deadline."""
+
+
+class _WorkerBroken(Exception):
+    """The worker could not start, died, closed its pipe or sent something unusable."""
+
+
+class _ReplyUnpickler(pickle.Unpickler):
+    """Unpickles a worker's reply refusing every global: only plain containers and scalars."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"a worker reply may not refer to {module}.{name}")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("a worker reply may not hold persistent ids")
+
+
+def _safe_loads(data: bytes | bytearray | memoryview) -> Any:
+    return _ReplyUnpickler(io.BytesIO(data)).load()
+
+
+def _frame(obj: Any) -> bytes:
+    data = pickle.dumps(obj, _worker.PROTOCOL)
+    return _worker.HEADER.pack(len(data)) + data
+
+
+class _Worker:
+    """One worker process; used by one thread at a time (the pool hands it out)."""
+
+    def __init__(self, init_frame: bytes, max_reply: int) -> None:
+        self.max_reply = max_reply
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-B", _WORKER_SCRIPT],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                env={},
+                close_fds=True,
+                start_new_session=True,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            raise _WorkerBroken(f"cannot start a worker process: {exc}") from None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._wfd = self.proc.stdin.fileno()
+        self._rfd = self.proc.stdout.fileno()
+        try:
+            os.set_blocking(self._wfd, False)
+            os.set_blocking(self._rfd, False)
+            self._poll_in = select.poll()
+            self._poll_in.register(self._rfd, select.POLLIN)
+            self._poll_out = select.poll()
+            self._poll_out.register(self._wfd, select.POLLOUT)
+            deadline = time.perf_counter() + _START_TIMEOUT_S
+            reply = self.call(init_frame, deadline)
+        except _WorkerTimeout:
+            self.kill()
+            raise _WorkerBroken(f"the worker did not start within {_START_TIMEOUT_S:g} s") from None
+        except BaseException:
+            self.kill()
+            raise
+        if reply != ("ready",):
+            self.kill()
+            detail = reply[2] if type(reply) is tuple and len(reply) == 3 and type(reply[2]) is str else "bad reply"
+            raise _WorkerBroken(f"the worker failed to start: {detail[:300]}")
+
+    def call(self, frame: bytes, deadline: float) -> Any:
+        """Send one frame, return the (safely unpickled) reply.
+
+        Raises:
+          _WorkerTimeout: no complete reply before ``deadline`` (``time.perf_counter``).
+          _WorkerBroken: the pipe broke, the worker exited or the reply is malformed.
+        """
+        view = memoryview(frame)
+        while view:
+            try:
+                view = view[os.write(self._wfd, view):]
+            except BlockingIOError:
+                self._wait(self._poll_out, deadline)
+            except OSError as exc:  # BrokenPipeError: the worker is gone
+                raise _WorkerBroken(f"cannot write to the worker: {exc}") from None
+        buf = bytearray()
+        header = _worker.HEADER.size
+        need, sized = header, False
+        while True:
+            if len(buf) >= need:
+                if not sized:
+                    size = _worker.HEADER.unpack_from(buf)[0]
+                    if size > self.max_reply:
+                        raise _WorkerBroken(f"the worker's reply is too large ({size} bytes)")
+                    need, sized = header + size, True
+                    continue
+                if len(buf) > need:
+                    raise _WorkerBroken("the worker sent more than one reply")
+                try:
+                    return _safe_loads(memoryview(buf)[header:])
+                except Exception as exc:  # garbage: UnpicklingError, EOFError, ValueError...
+                    raise _WorkerBroken(f"unreadable reply from the worker: {type(exc).__name__}") from None
+            self._wait(self._poll_in, deadline)  # returns at once when the reply is there
+            try:
+                part = os.read(self._rfd, max(65536, need - len(buf)))
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise _WorkerBroken(f"cannot read from the worker: {exc}") from None
+            if not part:
+                raise _WorkerBroken(self._exit_text())
+            buf += part
+
+    @staticmethod
+    def _wait(poll: Any, deadline: float) -> None:
+        """Until ``poll`` has an event.
+
+        Raises:
+          _WorkerTimeout: ``deadline`` passed first.
+        """
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0 or not poll.poll(max(1, math.ceil(remaining * 1000))):
+            if time.perf_counter() >= deadline:
+                raise _WorkerTimeout()
+
+    def _exit_text(self) -> str:
+        try:
+            code = self.proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            return "the worker closed its output"
+        if code < 0:
+            return f"the worker was killed by signal {-code}"
+        return f"the worker exited with status {code}"
+
+    def kill(self) -> None:
+        """Kill the process (idempotent) and reap it."""
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:  # pragma: no cover - uninterruptible sleep
+            pass
+
+
+class _Pool:
+    """At most ``size`` workers, started on demand, each lent to one thread at a time.
+
+    Holds no reference to the world, so a ``weakref.finalize`` on the world can close it.
+    """
+
+    def __init__(self, init_frame: bytes, size: int, max_reply: int) -> None:
+        self._init_frame = init_frame
+        self._size = size
+        self._max_reply = max_reply
+        self._idle: list[_Worker] = []
+        self._count = 0  # idle + lent workers (and ones being started)
+        self._cond = threading.Condition()
+        self._closed = False
+        self._pid = os.getpid()
+
+    def acquire(self) -> _Worker:
+        dead: list[_Worker] = []
+        try:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        raise _WorkerBroken("the SQL world is closed")
+                    while self._idle:
+                        worker = self._idle.pop()
+                        if worker.proc.poll() is None:
+                            return worker
+                        dead.append(worker)  # died while idle (killed from outside): replace it
+                        self._count -= 1
+                    if self._count < self._size:
+                        self._count += 1
+                        break
+                    self._cond.wait()
+        finally:
+            for worker in dead:
+                worker.kill()
+        try:
+            return _Worker(self._init_frame, self._max_reply)
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def release(self, worker: _Worker, healthy: bool) -> None:
+        with self._cond:
+            if healthy and not self._closed and os.getpid() == self._pid:
+                self._idle.append(worker)
+                self._cond.notify()
+                return
+            self._count -= 1
+            self._cond.notify()
+        worker.kill()
+
+    @property
+    def processes(self) -> int:
+        """Worker processes alive now (idle or lent)."""
+        with self._cond:
+            return self._count
+
+    def close(self) -> None:
+        """Kill the idle workers; lent ones are killed when returned. (A forked child leaves its
+        parent's workers alone.)"""
+        if os.getpid() != self._pid:
+            return
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+            self._cond.notify_all()
+        for worker in idle:
+            worker.kill()
+
+
+def _decode(reply: Any, *, max_rows: int) -> QueryResult:
+    """A worker reply as a result, or the failure it reports.
+
+    Raises:
+      QueryFailure: the worker reported a failure.
+      _WorkerBroken: the reply is malformed.
+    """
+    if type(reply) is tuple and len(reply) == 3:
+        tag, a, b = reply
+        if tag == "fail" and type(a) is str and a in _FAILURE_KINDS and type(b) is str:
+            raise QueryFailure(a, b[: 2 * _MAX_FEEDBACK])
+        if tag == "ok" and type(a) is int and 0 <= a and type(b) is list and len(b) <= max_rows:
+            ok = _VALUE_TYPES.__contains__
+            if all(type(r) is tuple and len(r) == a and all(map(ok, map(type, r))) for r in b):
+                return QueryResult(n_cols=a, rows=tuple(b))
+    raise _WorkerBroken("malformed reply from the worker")
+
 
 # --------------------------------------------------------------------------
 # the world
-
 
 class SQLWorld:
     """Executable SQLite world model: ``evaluate(task, sql) -> Outcome``.
 
     Args:
       databases: ``env_id -> path`` of each SQLite database file. Files are
-        read once, read-only, into private in-memory copies.
+        read once, read-only, into private in-memory images.
       keys: ``task_id -> AnswerKey`` (gold query, order sensitivity); only
         the world reads them.
       timeout_s: wall-clock limit of one action's execution (including
@@ -413,10 +750,28 @@ class SQLWorld:
       feedback: ``"user"`` (default: error text or a verdict with the action's own
         result shape) or ``"rich"`` (also the reference result's row/column counts,
         the overlap and order diagnostics); see the module docstring.
+      isolation: ``"subprocess"`` (default: bounded worker processes) or
+        ``"inprocess"`` (unbounded; benchmarks and trusted input only).
+      workers: most worker processes (started lazily, one per concurrently
+        evaluating thread).
+      memory_mb: a worker's address-space limit in MiB, on top of three times
+        the databases' total size.
+      kill_grace_s: seconds past ``timeout_s`` the parent waits for a reply
+        before it kills the worker.
+      max_query_chars: longest action text (checked before parsing);
+        SQLite's ``SQLITE_LIMIT_SQL_LENGTH`` is 4× this (UTF-8 bytes).
+      max_result_bytes: largest result (pickled rows) an action may return;
+        more gives ``"too_large_result"``.
+      max_value_bytes: ``SQLITE_LIMIT_LENGTH`` (longest string, blob or row).
+      max_columns: ``SQLITE_LIMIT_COLUMN`` (raised to the widest table of the
+        databases, which SQLite checks the schema against).
+      max_like_pattern: ``SQLITE_LIMIT_LIKE_PATTERN_LENGTH``.
+      sqlite_limits: further ``SQLITE_LIMIT_*`` name → value settings,
+        overriding the module docstring's table.
 
     Raises:
       FileNotFoundError: a database file does not exist.
-      ValueError: a parameter is out of range or ``feedback`` is not a known mode.
+      ValueError: a parameter is out of range or ``feedback``/``isolation`` is not a known mode.
       sqlite3.DatabaseError: a file is not a readable SQLite database.
     """
 
@@ -430,64 +785,125 @@ class SQLWorld:
         float_tol: float = 1e-6,
         partial_credit: bool = True,
         feedback: str = "user",
+        isolation: str = "subprocess",
+        workers: int = 8,
+        memory_mb: int = 512,
+        kill_grace_s: float = 0.25,
+        max_query_chars: int = 100_000,
+        max_result_bytes: int = 8_000_000,
+        max_value_bytes: int = _DEFAULT_LIMITS["SQLITE_LIMIT_LENGTH"],
+        max_columns: int = _DEFAULT_LIMITS["SQLITE_LIMIT_COLUMN"],
+        max_like_pattern: int = _DEFAULT_LIMITS["SQLITE_LIMIT_LIKE_PATTERN_LENGTH"],
+        sqlite_limits: Mapping[str, int] | None = None,
     ) -> None:
         if feedback not in FEEDBACK_MODES:
             raise ValueError(f"feedback must be 'user' or 'rich', got {feedback!r}")
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation must be 'subprocess' or 'inprocess', got {isolation!r}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         if max_rows < 0:
             raise ValueError(f"max_rows must be >= 0, got {max_rows}")
         if not float_tol >= 0:
             raise ValueError(f"float_tol must be >= 0, got {float_tol}")
+        for name, value in (("workers", workers), ("memory_mb", memory_mb), ("max_query_chars", max_query_chars),
+                            ("max_result_bytes", max_result_bytes), ("max_value_bytes", max_value_bytes),
+                            ("max_columns", max_columns), ("max_like_pattern", max_like_pattern)):
+            if int(value) < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if not kill_grace_s >= 0:
+            raise ValueError(f"kill_grace_s must be >= 0, got {kill_grace_s}")
+        limits = dict(_DEFAULT_LIMITS)
+        limits.update(
+            SQLITE_LIMIT_LENGTH=int(max_value_bytes),
+            SQLITE_LIMIT_SQL_LENGTH=4 * int(max_query_chars),
+            SQLITE_LIMIT_COLUMN=int(max_columns),
+            SQLITE_LIMIT_LIKE_PATTERN_LENGTH=int(max_like_pattern),
+        )
+        for name, value in (sqlite_limits or {}).items():
+            if not (name.startswith("SQLITE_LIMIT_") and hasattr(sqlite3, name)):
+                raise ValueError(f"unknown SQLite limit {name!r}")
+            if int(value) < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+            limits[name] = int(value)
         self.timeout_s = float(timeout_s)
         self.max_rows = int(max_rows)
         self.float_tol = float(float_tol)
         self.partial_credit = bool(partial_credit)
         self.feedback = feedback
+        self.isolation = isolation
+        self.workers = int(workers)
+        self.memory_mb = int(memory_mb)
+        self.kill_grace_s = float(kill_grace_s)
+        self.max_query_chars = int(max_query_chars)
+        self.max_result_bytes = int(max_result_bytes)
         self._cmp = _Comparator(self.float_tol)
         self._keys = dict(keys)
         self._paths: dict[str, Path] = {}
-        self._masters: dict[str, sqlite3.Connection] = {}
+        self._images: dict[str, bytes] = {}
         # (task_id, env_id, gold) -> reference result
         self._reference: dict[tuple[str, str, str], QueryResult] = {}
-        try:
-            for env_id, path in databases.items():
-                self._masters[env_id] = self._load(Path(path))
-                self._paths[env_id] = Path(path)
-        except BaseException:
-            self.close()
-            raise
+        self._pool: _Pool | None = None
+        self._pool_lock = threading.Lock()
+        self._finalizer: weakref.finalize | None = None
+        widest = 0
+        for env_id, path in databases.items():
+            self._images[env_id], width = self._load(Path(path))
+            self._paths[env_id] = Path(path)
+            widest = max(widest, width)
+        # SQLite applies SQLITE_LIMIT_COLUMN to the schema too: below the widest table, a database
+        # could not even be read
+        limits["SQLITE_LIMIT_COLUMN"] = max(limits["SQLITE_LIMIT_COLUMN"], widest)
+        #: the SQLite run-time limits every statement runs under (module docstring's table)
+        self.sqlite_limits: dict[str, int] = limits
+        self._limits = tuple(limits.items())
 
     # ---------------------------------------------------------------- setup
 
     @staticmethod
-    def _load(path: Path) -> sqlite3.Connection:
-        """Copy a database file, opened read-only, into a new in-memory DB."""
+    def _load(path: Path) -> tuple[bytes, int]:
+        """The serialized image of a database file, opened read-only, and its widest table's (or
+        the schema table's) column count."""
         path = path.expanduser().resolve()
         if not path.is_file():
             raise FileNotFoundError(f"SQL database file not found: {path}")
         source = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None)
         try:
-            master = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            master = sqlite3.connect(":memory:", isolation_level=None)
             try:
                 source.backup(master)
-            except BaseException:
+                (width,) = master.execute(
+                    "SELECT max(5, coalesce(max(n), 0)) FROM (SELECT count(*) AS n FROM sqlite_master AS m, "
+                    "pragma_table_xinfo(m.name) AS c WHERE m.type IN ('table', 'view') GROUP BY m.name)"
+                ).fetchone()
+                if master.execute("PRAGMA page_count").fetchone()[0] == 0:  # an empty file: no page
+                    master.execute("CREATE TABLE _empty (x)")  # to serialize; dropped again
+                    master.execute("DROP TABLE _empty")
+                return master.serialize(), int(width)
+            finally:
                 master.close()
-                raise
         finally:
             source.close()
-        return master
 
     @property
     def env_ids(self) -> tuple[str, ...]:
         """The database ids this world can evaluate against."""
-        return tuple(self._masters)
+        return tuple(self._images)
+
+    @property
+    def worker_processes(self) -> int:
+        """Worker processes alive now (0 before the first evaluation and after :meth:`close`)."""
+        pool = self._pool
+        return 0 if pool is None else pool.processes
 
     def close(self) -> None:
-        """Release the in-memory masters (the world is unusable afterwards)."""
-        for conn in self._masters.values():
-            conn.close()
-        self._masters.clear()
+        """Stop the worker processes and drop the images (the world is unusable afterwards)."""
+        with self._pool_lock:
+            self._pool = None
+            finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer()  # _Pool.close, once
+        self._images.clear()
 
     def __enter__(self) -> SQLWorld:
         return self
@@ -495,63 +911,52 @@ class SQLWorld:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in ("_pool", "_pool_lock", "_finalizer"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pool = None
+        self._pool_lock = threading.Lock()
+        self._finalizer = None
+
     # ------------------------------------------------------------ execution
 
-    def _master(self, env_id: str) -> sqlite3.Connection:
+    def _check_env(self, env_id: str) -> bytes:
         try:
-            return self._masters[env_id]
+            return self._images[env_id]
         except KeyError:
-            known = ", ".join(sorted(self._masters)) or "none"
+            known = ", ".join(sorted(self._images)) or "none"
             raise ValueError(f"unknown SQL env_id {env_id!r} (known databases: {known})") from None
 
-    def _fresh_copy(self, env_id: str) -> sqlite3.Connection:
-        """A private, disposable in-memory copy of the master for ``env_id``."""
-        master = self._master(env_id)
-        conn = sqlite3.connect(":memory:", isolation_level=None)
-        try:
-            master.backup(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    @staticmethod
-    def _lock_down(conn: sqlite3.Connection, denials: list[str]) -> None:
-        """Make ``conn`` read-only for untrusted SQL; record denials."""
-        conn.execute("PRAGMA query_only=ON")
-        enable = getattr(conn, "enable_load_extension", None)
-        if enable is not None:
-            enable(False)
-        setlimit = getattr(conn, "setlimit", None)
-        if setlimit is not None:
-            for name, value in _LIMITS:
-                category = getattr(sqlite3, name, None)
-                if category is not None:
-                    setlimit(category, value)
-
-        def authorizer(
-            action: int, arg1: str | None, arg2: str | None, db: str | None, src: str | None
-        ) -> int:
-            if action in _ALLOWED_ACTIONS:
-                if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
-                    denials.append(f"function {arg2}()")
-                    return sqlite3.SQLITE_DENY
-                return sqlite3.SQLITE_OK
-            name = _ACTION_NAMES.get(action, f"action {action}")
-            target = arg1 or arg2
-            denials.append(f"{name} {target}" if target else name)
-            return sqlite3.SQLITE_DENY
-
-        conn.set_authorizer(authorizer)
+    def _get_pool(self) -> _Pool:
+        with self._pool_lock:
+            pool = self._pool
+            if pool is None or (pool._pid != os.getpid()):
+                size = sum(len(b) for b in self._images.values())
+                memory = self.memory_mb * 2**20 + 3 * size
+                init = _frame({"images": self._images, "limits": self._limits, "memory_bytes": memory,
+                               "heap_bytes": memory // 2})
+                pool = self._pool = _Pool(init, self.workers, self.max_result_bytes + _REPLY_SLACK)
+                self._finalizer = weakref.finalize(self, pool.close)
+            return pool
 
     def _run(self, env_id: str, sql: str, *, timeout_s: float, max_rows: int) -> QueryResult:
         """Run one untrusted statement on a fresh copy of ``env_id``.
 
         Raises:
-          QueryFailure: the statement was refused, failed, timed out or
-            returned more than ``max_rows`` rows.
+          QueryFailure: the statement was refused, failed, timed out, was too
+            large or returned too large a result, or the sandbox failed.
           ValueError: unknown ``env_id``.
         """
+        image = self._check_env(env_id)
+        if len(sql) > self.max_query_chars:  # before any parsing: the tokenizer is linear, not free
+            raise QueryFailure(
+                "too_large", f"the query has {len(sql)} characters; at most {self.max_query_chars} are allowed"
+            )
         statements = split_statements(sql)
         if not statements:
             raise QueryFailure("sql_error", "empty query")
@@ -561,51 +966,49 @@ class SQLWorld:
             )
         statement = statements[0]
         keyword = _first_keyword(statement)
-        if keyword in _FORBIDDEN_FIRST_KEYWORDS:
+        if keyword in _worker.FORBIDDEN_FIRST_KEYWORDS:
             raise QueryFailure(
                 "forbidden", f"only read-only SELECT queries are allowed, got {keyword}"
             )
-
-        conn = self._fresh_copy(env_id)
-        denials: list[str] = []
-        deadline = [math.inf]
-        timed_out = [False]
-
-        def progress() -> int:
-            if time.perf_counter() > deadline[0]:
-                timed_out[0] = True
-                return 1
-            return 0
-
-        try:
-            self._lock_down(conn, denials)
-            conn.set_progress_handler(progress, _PROGRESS_OPS)
-            deadline[0] = time.perf_counter() + timeout_s
+        if self.isolation == "inprocess":
             try:
-                cursor = conn.execute(statement)
-                if cursor.description is None:
-                    raise QueryFailure("forbidden", "statement returns no result set")
-                n_cols = len(cursor.description)
-                rows = cursor.fetchmany(max_rows + 1)
-            except sqlite3.Error as exc:
-                if timed_out[0]:
-                    raise QueryFailure(
-                        "timeout", f"the query did not finish within {timeout_s:g} s"
-                    ) from None
-                if denials:
-                    raise QueryFailure(
-                        "forbidden", "only read-only queries are allowed (denied: "
-                        + ", ".join(dict.fromkeys(denials))
-                        + ")",
-                    ) from None
-                raise QueryFailure("sql_error", str(exc)) from None
-            if len(rows) > max_rows:
-                raise QueryFailure(
-                    "too_many_rows", f"the query returned more than {max_rows} rows"
+                n_cols, rows = _worker.execute(
+                    _worker.fresh_copy(image), statement, limits=self._limits, timeout_s=timeout_s,
+                    max_rows=max_rows, max_result_bytes=self.max_result_bytes,
                 )
-            return QueryResult(n_cols=n_cols, rows=tuple(tuple(r) for r in rows))
+            except MemoryError:
+                raise QueryFailure("memory", "the query ran out of memory") from None
+            return QueryResult(n_cols=n_cols, rows=tuple(rows))
+        return self._run_in_worker(env_id, statement, timeout_s=timeout_s, max_rows=max_rows)
+
+    def _run_in_worker(self, env_id: str, statement: str, *, timeout_s: float, max_rows: int) -> QueryResult:
+        """:meth:`_run`'s execution in a worker process (module docstring, "Where it runs")."""
+        try:
+            pool = self._get_pool()
+            worker = pool.acquire()
+        except _WorkerBroken as exc:
+            raise QueryFailure("worker_error", f"the SQL sandbox is not available: {exc}") from None
+        except Exception as exc:  # e.g. MemoryError or OSError while starting a process
+            raise QueryFailure("worker_error", f"the SQL sandbox is not available: {type(exc).__name__}") from None
+        healthy = False
+        try:
+            request = _frame((env_id, statement, timeout_s, max_rows, self.max_result_bytes))
+            reply = worker.call(request, time.perf_counter() + timeout_s + self.kill_grace_s)
+            result = _decode(reply, max_rows=max_rows)
+            healthy = True
+            return result
+        except QueryFailure as exc:
+            # a worker that ran out of memory or hit an internal error is replaced
+            healthy = exc.kind not in ("memory", "worker_error")
+            raise
+        except _WorkerTimeout:
+            raise QueryFailure("timeout", f"the query did not finish within {timeout_s:g} s") from None
+        except _WorkerBroken as exc:
+            raise QueryFailure("worker_error", f"the SQL sandbox failed: {exc}") from None
+        except Exception as exc:  # anything else on the parent's side of the pipe
+            raise QueryFailure("worker_error", f"the SQL sandbox failed: {type(exc).__name__}") from None
         finally:
-            conn.close()
+            pool.release(worker, healthy)  # a closed (or replaced) pool kills it
 
     # ------------------------------------------------------------ reference
 
@@ -619,7 +1022,8 @@ class SQLWorld:
         """The gold query's result for ``task`` (computed once, cached).
 
         The gold runs under the same sandbox as actions on a fresh copy of
-        the master, with a generous timeout (``max(10·timeout_s, 10 s)``).
+        the database, with a generous timeout (``max(10·timeout_s, 10 s)``);
+        a ``worker_error`` is retried once.
 
         Raises:
           ValueError: unknown ``env_id``.
@@ -632,12 +1036,7 @@ class SQLWorld:
         if cached is not None:
             return cached
         try:
-            result = self._run(
-                task.env_id,
-                gold,
-                timeout_s=max(10.0 * self.timeout_s, 10.0),
-                max_rows=self.max_rows,
-            )
+            result = self._run_gold(task.env_id, gold)
         except QueryFailure as exc:
             raise RuntimeError(
                 f"gold SQL of task {task.task_id!r} (env {task.env_id!r}) failed: "
@@ -645,6 +1044,15 @@ class SQLWorld:
             ) from None
         self._reference[key] = result
         return result
+
+    def _run_gold(self, env_id: str, gold: str) -> QueryResult:
+        timeout_s = max(10.0 * self.timeout_s, 10.0)
+        try:
+            return self._run(env_id, gold, timeout_s=timeout_s, max_rows=self.max_rows)
+        except QueryFailure as exc:
+            if exc.kind != "worker_error":
+                raise
+        return self._run(env_id, gold, timeout_s=timeout_s, max_rows=self.max_rows)
 
     def reference_rows(self, task: Task) -> list[Row]:
         """The gold result rows of ``task`` (for tests and analysis only)."""
@@ -667,7 +1075,7 @@ class SQLWorld:
           ValueError: ``task.env_id`` is not a known database.
           RuntimeError: the task's gold query fails.
         """
-        self._master(task.env_id)  # unknown env -> ValueError before anything else
+        self._check_env(task.env_id)  # unknown env -> ValueError before anything else
         expected = self.reference_result(task)  # cached; not counted in elapsed_s
         start = time.perf_counter()
         try:
@@ -693,11 +1101,15 @@ class SQLWorld:
             "forbidden": "Forbidden",
             "timeout": "Timeout",
             "too_many_rows": "Too many rows",
+            "too_large": "Too large",
+            "too_large_result": "Too large a result",
+            "memory": "Out of memory",
+            "worker_error": "Sandbox error",
         }.get(exc.kind, exc.kind)
         return Outcome(
             score=0.0,
             solved=False,
-            completed=exc.kind != "timeout",
+            completed=exc.kind not in ("timeout", "worker_error"),
             feedback=_clip(f"{prefix}: {exc.message}"),
             error=exc.kind,
             elapsed_s=elapsed_s,
@@ -724,13 +1136,16 @@ class SQLWorld:
                 f"Wrong column count: got {got.n_cols}, expected {expected.n_cols}. "
                 f"Your query returned {_plural(n_got, 'row')}.",
             )
-        if ordered and self._cmp.sequence_equal(got.rows, expected.rows):
+        # Fast path: rows equal under Python's ``==``, in the same order, are equal under the
+        # tolerant comparator too (None/int/float/str/bytes: only int == float crosses types, and
+        # exactly equal numbers are close), so both the sequence and the multiset match.
+        if ordered and (got.rows == expected.rows or self._cmp.sequence_equal(got.rows, expected.rows)):
             return (
                 1.0,
                 True,
                 f"Result matches the expected result ({_plural(n_exp, 'row')}, in order).",
             )
-        overlap = self._cmp.overlap(got.rows, expected.rows)
+        overlap = n_got if got.rows == expected.rows else self._cmp.overlap(got.rows, expected.rows)
         if overlap == n_got == n_exp:
             if not ordered:
                 return 1.0, True, f"Result matches the expected result ({_plural(n_exp, 'row')})."

@@ -91,17 +91,18 @@ def db_path(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture()
-def world(db_path: Path) -> Iterator[SQLWorld]:
-    w = SQLWorld({"hr": db_path}, KEYS, timeout_s=0.5, max_rows=500)
+@pytest.fixture(params=["subprocess", "inprocess"])
+def world(db_path: Path, request: pytest.FixtureRequest) -> Iterator[SQLWorld]:
+    """The world in both isolations (the default worker processes and the in-process engine)."""
+    w = SQLWorld({"hr": db_path}, KEYS, timeout_s=0.5, max_rows=500, isolation=request.param)
     yield w
     w.close()
 
 
-@pytest.fixture()
-def rich_world(db_path: Path) -> Iterator[SQLWorld]:
+@pytest.fixture(params=["subprocess", "inprocess"])
+def rich_world(db_path: Path, request: pytest.FixtureRequest) -> Iterator[SQLWorld]:
     """The world with ``feedback="rich"`` (the diagnostic text: expected row counts, overlap)."""
-    w = SQLWorld({"hr": db_path}, KEYS, timeout_s=0.5, max_rows=500, feedback="rich")
+    w = SQLWorld({"hr": db_path}, KEYS, timeout_s=0.5, max_rows=500, feedback="rich", isolation=request.param)
     yield w
     w.close()
 
@@ -338,3 +339,118 @@ def test_split_statements() -> None:
     assert split_statements("SELECT 'it''s'; SELECT 2") == ["SELECT 'it''s'", " SELECT 2"]
     assert split_statements(" ; ;") == []
     assert len(split_statements('SELECT "a;b" FROM [x;y]; DROP TABLE t')) == 2
+
+
+def test_equal_rows_fast_path_agrees_with_the_tolerant_comparator() -> None:
+    """``_score`` skips the comparator when the rows are equal under ``==`` in the same order; that
+    is sound only if such rows always match tolerantly, as sequences and as multisets."""
+    import random
+
+    from cfjax.domains.sql.world import QueryResult, _Comparator
+
+    rng = random.Random(0)
+    pool = [None, 0, 1, -1, 2**53 + 1, 2**62, 0.0, -0.0, 1.0, 0.1, 1e-300, 1e300, float("inf"), "", "a", "A",
+            "0", b"", b"a", 3, 3.0, 2**53]
+    w = SQLWorld.__new__(SQLWorld)  # only the comparator and the scoring options are needed
+    w._cmp, w.partial_credit = _Comparator(1e-6), True
+    for _ in range(300):
+        n_cols = rng.randint(1, 3)
+        rows = tuple(tuple(rng.choice(pool) for _ in range(n_cols)) for _ in range(rng.randint(0, 6)))
+        # an equal copy whose numbers may change kind (3 vs 3.0): still == row by row
+        copy = tuple(tuple(float(v) if isinstance(v, int) and abs(v) < 2**53 and rng.random() < 0.5 else v
+                           for v in r) for r in rows)
+        assert copy == rows
+        assert w._cmp.sequence_equal(copy, rows)
+        assert w._cmp.overlap(copy, rows) == len(rows)
+        for ordered in (False, True):
+            score, solved, _ = w._score(QueryResult(n_cols, copy), QueryResult(n_cols, rows), ordered=ordered)
+            assert (score, solved) == (1.0, True)
+
+
+def test_leftover_matching_equals_the_full_greedy_scan() -> None:
+    """``overlap`` pairs leftover rows only with rows of the same non-numeric values; the count must be
+    the one the plain greedy scan over all leftovers finds (the earlier implementation)."""
+    import random
+
+    from cfjax.domains.sql import world as wm
+
+    def reference_overlap(cmp, got, expected):  # the earlier implementation, verbatim in effect
+        buckets = {}
+        for row in expected:
+            buckets.setdefault(cmp.row_key(row), []).append(row)
+        matched, unmatched = 0, []
+        for row in got:
+            bucket = buckets.get(cmp.row_key(row))
+            for idx, cand in enumerate(bucket or []):
+                if wm._rows_close(row, cand, cmp.tol):
+                    bucket.pop(idx)
+                    matched += 1
+                    break
+            else:
+                unmatched.append(row)
+        rest = [r for b in buckets.values() for r in b]
+        if unmatched and rest and len(unmatched) * len(rest) <= wm._LEFTOVER_BUDGET:
+            for row in unmatched:
+                for idx, cand in enumerate(rest):
+                    if wm._rows_close(row, cand, cmp.tol):
+                        rest.pop(idx)
+                        matched += 1
+                        break
+        return matched
+
+    rng = random.Random(1)
+    values = [None, "a", "b", b"a", 0, 1, 1.0, 0.1234565, 0.12345649999999, 0.1234564, 2.5, 2.5000001, 7]
+    for tol in (1e-6, 1e-3, 0.0):
+        cmp = wm._Comparator(tol)
+        for _ in range(400):
+            n_cols = rng.randint(1, 2)
+            rows = lambda k: [tuple(rng.choice(values) for _ in range(n_cols)) for _ in range(k)]  # noqa: E731
+            got, expected = rows(rng.randint(0, 12)), rows(rng.randint(0, 12))
+            assert cmp.overlap(got, expected) == reference_overlap(cmp, got, expected), (got, expected)
+
+
+def _split_statements_by_character(sql: str) -> list[str]:
+    """The earlier, character-by-character splitter: the reference for ``split_statements``."""
+    statements: list[str] = []
+    start, has_token, i, n = 0, False, 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"`[":
+            close = "]" if ch == "[" else ch
+            j = i + 1
+            while j < n:
+                if sql[j] == close:
+                    if close != "]" and j + 1 < n and sql[j + 1] == close:
+                        j += 2
+                        continue
+                    break
+                j += 1
+            i, has_token = j + 1, True
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif ch == ";":
+            if has_token:
+                statements.append(sql[start:i])
+            start, has_token = i + 1, False
+            i += 1
+        else:
+            has_token = has_token or not ch.isspace()
+            i += 1
+    if has_token:
+        statements.append(sql[start:])
+    return statements
+
+
+def test_split_statements_matches_the_character_scanner() -> None:
+    import random
+
+    rng = random.Random(7)
+    alphabet = ["'", '"', "`", "[", "]", ";", "-", "--", "/", "*", "/*", "*/", "\n", " ", "\t", "\u00a0", "a",
+                "SELECT 1", "''", "x;y"]
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert split_statements(text) == _split_statements_by_character(text), repr(text)
