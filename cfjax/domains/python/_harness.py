@@ -6,10 +6,11 @@ Invocation (by :class:`~cfjax.domains.python.world.PytestWorld` only)::
     python    -s -P -B _harness.py pytest  WORKDIR ...                      (real pytest)
 
 with the working directory ``WORKDIR`` holding ``solution.py`` (the candidate;
-in pytest mode also ``test_task.py``), and on stdin one JSON message from the
-parent: ``nonce``, ``sandbox`` (the OS-layer spec of :mod:`cfjax.sandbox._layers`
-or null), and in harness mode ``function``, ``cases`` (``[name, arguments as a
-tuple literal]``) and ``audit``. Its report is written to stdout as one line
+in pytest mode also ``test_task.py``), and on stdin one message from the
+parent (a :mod:`marshal`-ed dict: built in, so reading it costs no import):
+``nonce``, ``sandbox`` (the OS-layer spec of :mod:`cfjax.sandbox._layers` or
+None), and in harness mode ``function``, ``cases`` (``[name, arguments tuple]``)
+and ``audit``. Its report is written to stdout as one line
 ``<nonce> <repr of a dict of plain values>``, which the parent reads with
 :func:`ast.literal_eval`; every other output is ignored.
 
@@ -21,8 +22,7 @@ Order of events (everything before step 6 is trusted code):
 1. resource limits (address space, CPU seconds, file size, open files,
    processes, core dumps) — soft = hard, so they cannot be raised again;
 2. the report writer keeps a private duplicate of stdout; fd 1 becomes /dev/null;
-3. the candidate is read and compiled; each case's arguments are built with
-   :func:`ast.literal_eval`;
+3. the candidate is read and compiled;
 4. ``sys.modules['__main__']`` is replaced by an empty module, modules whose
    only use here would be introspection (``_signal``, ``gc``...) are dropped
    from ``sys.modules``, unaudited primitives (``posix.mkfifo``, ``mknod``,
@@ -268,7 +268,8 @@ def _limits(mem, cpu, fsize, nofile):
 
 
 def _read_message(limit=64 << 20):
-    """The parent's one message (a JSON object) from fd 0, read to EOF; fd 0 is then /dev/null."""
+    """The parent's one message (a ``marshal``-ed dict of plain values: trusted data) from fd 0,
+    read to EOF; fd 0 is then /dev/null."""
     chunks, n = [], 0
     while n <= limit:
         chunk = posix.read(0, 1 << 16)
@@ -281,9 +282,9 @@ def _read_message(limit=64 << 20):
     if fd != 0:
         posix.dup2(fd, 0)
         posix.close(fd)
-    import json
+    import marshal  # built in: no import cost (``json`` would cost ~10 ms per evaluation)
 
-    return json.loads(b"".join(chunks).decode("utf-8"))
+    return marshal.loads(b"".join(chunks))
 
 
 def _enter_sandbox(spec):
@@ -381,8 +382,6 @@ def _exception_names(e, builtins_dict):
 def _strict(msg_in, emit, cwd, layers):
     """MODE harness: define the candidate, call its function on each case's arguments, report the
     values (the parent alone holds the expected values and decides; see the module docstring)."""
-    from ast import literal_eval
-
     msg, tname = _msg, _tname
     MemoryError_, BaseException_ = MemoryError, BaseException
     type_ = type
@@ -399,7 +398,7 @@ def _strict(msg_in, emit, cwd, layers):
         emit({"status": "syntax_error", "detail": tname(e) + ": " + msg(e), "layers": layers})
         exit_(0)
     fname = msg_in["function"]
-    cases = [(name, literal_eval(args)) for name, args in msg_in["cases"]]
+    cases = [(name, tuple(args)) for name, args in msg_in["cases"]]
     audit = msg_in.get("audit", True) is not False
     del msg_in
 
@@ -418,7 +417,7 @@ def _strict(msg_in, emit, cwd, layers):
 
     # step 4: nothing of the harness stays reachable from sys.modules
     sys.modules["__main__"] = module_type("__main__")
-    for name in ("_signal", "signal", "gc", "faulthandler", "_tracemalloc", "tracemalloc", "json", "ast"):
+    for name in ("_signal", "signal", "gc", "faulthandler", "_tracemalloc", "tracemalloc"):
         sys.modules.pop(name, None)
 
     # not a harness function (whose __globals__ would expose the harness): starting a thread

@@ -157,6 +157,7 @@ import ast
 import dataclasses
 import functools
 import json
+import marshal
 import math
 import os
 import secrets
@@ -311,8 +312,9 @@ class PytestWorld:
 
     def _argv(self, work: str) -> list[str]:
         flags = ["-S", "-s", "-P", "-B"] if self.runner == "harness" else ["-s", "-P", "-B"]
-        return [self.python, *flags, str(HARNESS_PATH), self.runner, work, str(self.memory_mb * 1024 * 1024),
-                str(self.cpu_s), str(self.fsize_bytes), str(self.nofile)]
+        _byte_compile()
+        return [self.python, *flags, "-c", _BOOT, str(HARNESS_PATH.parent), self.runner, work,
+                str(self.memory_mb * 1024 * 1024), str(self.cpu_s), str(self.fsize_bytes), str(self.nofile)]
 
     def _sandbox_spec(self, scratch: str, work: str) -> dict[str, Any] | None:
         if self.isolation != "os":
@@ -346,13 +348,13 @@ class PytestWorld:
             message = {"nonce": nonce, "sandbox": spec}
             if test_src is None:
                 message["function"] = cases[0].function if cases else ""
-                message["cases"] = [[c.name, c.args] for c in cases]
+                message["cases"] = [[c.name, ast.literal_eval(c.args)] for c in cases]
                 message["audit"] = self.audit_hook
             with open(out_path, "wb") as out, open(err_path, "wb") as err:
                 proc = subprocess.Popen(self._argv(work), stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work,
                                         env=self._env(work), start_new_session=True, close_fds=True)
             try:
-                proc.stdin.write(json.dumps(message).encode() + b"\n")
+                proc.stdin.write(marshal.dumps(message))
                 proc.stdin.close()
             except (BrokenPipeError, OSError):
                 pass
@@ -432,6 +434,29 @@ class PytestWorld:
         last = next((ln for ln in reversed(tail.strip().splitlines()) if ln.strip()), "")
         how = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
         return done(0.0, False, True, f"the test process ended without a verdict ({how}). {last}"[:400], "crash")
+
+
+#: the child's entry point: import the harness as a module (so its byte code is cached, unlike a
+#: script's), drop it from ``sys.modules`` and the path, then run it
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import _harness; del sys.path[0]; "
+         "sys.modules.pop('_harness', None); _harness.main(sys.argv[1:])")
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_compile() -> None:
+    """Write the byte code of the two files every child imports (the harness and the OS layers),
+    once per process: compiling them from source cost each child ~10 ms. Best effort (a
+    read-only install is simply compiled on each run)."""
+    import importlib.util
+    import py_compile
+
+    for src in (HARNESS_PATH, LAYERS_PATH):
+        try:
+            cached = importlib.util.cache_from_source(str(src))
+            if not os.path.exists(cached) or os.path.getmtime(cached) < os.path.getmtime(src):
+                py_compile.compile(str(src), cfile=cached, doraise=True)
+        except (OSError, py_compile.PyCompileError, NotImplementedError):
+            pass
 
 
 @functools.lru_cache(maxsize=8)
