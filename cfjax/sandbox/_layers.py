@@ -15,11 +15,14 @@ reports each one as ``"on"`` or ``"off: <why>"``:
    ordinary user make the others). The network namespace has only a downed
    loopback, so nothing can be reached.
 2. ``mount`` — a private minimal root: a small ``tmpfs`` holding read-only bind
-   mounts of ``/usr``, the interpreter's prefix, ``/etc/ld.so.cache`` and
-   ``/dev/{null,zero,random,urandom}``, plus the scratch directory read-write;
-   ``pivot_root`` into it, the old root detached, the tmpfs remounted
-   read-only. Nothing else of the host (``/root``, ``/home``, ``/proc``,
-   ``/etc``, the project tree, the suite's test files) exists inside.
+   mounts of ``/usr`` (and the ``/lib*``, ``/bin``, ``/sbin`` links or
+   directories), the interpreter's whole prefix (in a virtual environment that
+   includes its site-packages, which only Landlock hides), ``/etc/ld.so.cache``
+   and ``/dev/{null,zero,random,urandom}``, plus the scratch directory
+   read-write; ``pivot_root`` into it, the old root detached, the tmpfs
+   remounted read-only. Nothing else of the host (``/root`` but the
+   interpreter, ``/home``, ``/proc``, ``/etc``, the project tree, the suite's
+   test files) exists inside.
 3. ``pidns`` — two forks: the first child is PID 1 (init) of the new PID
    namespace and only waits; the untrusted code runs as PID 2 (init would
    ignore default-action signals such as the CPU limit's ``SIGXCPU``). When
@@ -32,12 +35,13 @@ reports each one as ``"on"`` or ``"off: <why>"``:
    cleared (``capset``) and the process made non-dumpable.
 5. ``no_new_privs`` — ``prctl(PR_SET_NO_NEW_PRIVS)``.
 6. ``landlock`` — a Landlock domain (ABI 1–7, what the kernel has): read-only
-   access to ``/usr``, the standard library (not its ``site-packages``,
-   unless asked), the loader cache and the devices (``/dev/null`` also for
-   writing); execute only the
-   interpreter binary; full access only to the scratch directory; no TCP bind
-   or connect (ABI ≥ 4); no signals and no abstract UNIX sockets leaving the
-   domain (ABI ≥ 6).
+   access to ``/usr`` except its Python package directories, ``/usr/local``
+   and ``/usr/src``; to the standard library entry by entry (not its
+   ``site-packages``, unless asked); to the loader cache and the devices
+   (``/dev/null`` also for writing); execute only the interpreter binary;
+   full access only to the scratch directory; no TCP bind or connect
+   (ABI ≥ 4); no signals and no abstract UNIX sockets leaving the domain
+   (ABI ≥ 6).
 7. ``seccomp`` — a BPF filter made by the parent (:mod:`cfjax.sandbox`, with
    libseccomp) refusing process creation (``fork``, ``vfork``, non-thread
    ``clone``, ``clone3``), ``execve``/``execveat``, ``ptrace``, sockets,
@@ -318,9 +322,15 @@ def _relay(pid):
 def _init(pid):
     """PID 1 of the namespace: wait for the untrusted process (PID 2) and exit with its status.
     (The untrusted code is not init itself, because init ignores default-action signals such as
-    the ``SIGXCPU`` of the CPU limit.) When init exits, the kernel kills everything left inside."""
+    the ``SIGXCPU`` of the CPU limit.) When init exits, the kernel kills everything left inside.
+
+    Only a death by signal ``n`` becomes ``128 + n``; an exit status above 127 chosen by the
+    untrusted code becomes 1, so it cannot pass for a signal (e.g. the CPU limit's)."""
     status = _wait(pid)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+    os._exit(code if code < 128 else 1)
 
 
 def _prefixes():
@@ -360,6 +370,36 @@ def _stdlib_read_rules(allow_site, dirs=None):
                 continue
             rules.append(os.path.join(d, n))
     return listing, rules
+
+
+_USR_SKIP = frozenset({"lib", "lib32", "lib64", "libx32", "local", "src"})
+
+
+def _usr_read_rules():
+    """Landlock rules for ``/usr`` without any Python package directory: ``/usr`` and its library
+    directories may be listed; their entries are readable except ``local``, ``src`` (a checkout may
+    live there) and every ``python*`` directory (a system Python's site- and dist-packages, where a
+    non-editable install of this project would put the suite's gold code). A standard library
+    under ``/usr`` is granted entry by entry by :func:`_stdlib_read_rules`."""
+    listing, read = [], []
+
+    def entries(d, skip):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            return
+        listing.append(d)
+        for n in names:
+            if not skip(n):
+                read.append(d + "/" + n)
+
+    entries("/usr", lambda n: n in _USR_SKIP)
+    for d in ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/local/lib"):
+        if os.path.isdir(d) and not os.path.islink(d):
+            entries(d, lambda n: n.startswith("python"))
+    if os.path.isdir("/usr/local"):
+        listing.append("/usr/local")
+    return listing, read
 
 
 def _world_traversable(path):
@@ -496,7 +536,9 @@ def enter(spec):
             rep["landlock"] = "off: the kernel has no Landlock"
         else:
             listing, std = _stdlib_read_rules(allow_site, spec.get("stdlib"))
-            read = ["/usr", "/etc/ld.so.cache", "/dev/zero", "/dev/random", "/dev/urandom"] + std
+            usr_listing, usr = _usr_read_rules()
+            listing = usr_listing + listing
+            read = usr + ["/etc/ld.so.cache", "/dev/zero", "/dev/random", "/dev/urandom"] + std
             if allow_site:
                 read += prefixes
             try:

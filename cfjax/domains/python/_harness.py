@@ -316,51 +316,67 @@ def _tname(e, s_str=str.__str__, str_t=str, type_=type):
         return "Exception"
 
 
-_PLAIN_SCALARS = (type(None), bool, int)
-
-
-def _make_encoder(max_nodes=200_000, max_depth=100, max_chars=4_000_000):
+def _make_encoder(budget_bytes, max_depth=100):
     """The child's only way to describe a value: plain built-in values (exact types, as the suite's
     ``_plain``) become tagged tuples of literals; anything else becomes ``("o", type name)``.
-    Never calls candidate code (exact type checks, the built-in methods taken before it runs)."""
+
+    Never calls candidate code: types are compared by identity (``t in (...)`` would call a
+    metaclass's ``__eq__``), and only the built-in methods taken before the candidate runs are
+    used. ``budget_bytes`` bounds the report's size over *all* cases (each value is charged its
+    worst-case ``repr`` length), so the report always fits the output limit and one huge value
+    costs only its own test; an ``int`` too long for ``repr`` (over ~4,000 digits) is opaque."""
     type_, len_ = type, len
-    int_t, float_t, str_t, list_t, tuple_t, dict_t = int, float, str, list, tuple, dict
+    none_t, bool_t, int_t, float_t, str_t, list_t, tuple_t, dict_t = (type(None), bool, int, float, str, list,
+                                                                       tuple, dict)
     float_repr = float.__repr__
     items = dict.items
     bit_length = int.bit_length
     type_name = type.__dict__["__name__"].__get__
-    scalars = _PLAIN_SCALARS
+    left = [budget_bytes]
+
+    def charge(n):
+        left[0] -= n
+        if left[0] < 0:
+            raise OverflowError
+
+    def enc(v, depth):
+        if depth > max_depth:
+            raise OverflowError
+        t = type_(v)
+        if t is none_t or t is bool_t:
+            charge(6)
+            return v
+        if t is int_t:
+            bits = bit_length(v)
+            if bits > 13_000:
+                charge(16)
+                return ("o", "int")
+            charge(bits // 3 + 4)
+            return v
+        if t is float_t:
+            charge(32)
+            return ("f", float_repr(v))
+        if t is str_t:
+            charge(10 * len_(v) + 10)
+            return ("s", v)
+        if t is list_t or t is tuple_t:
+            charge(12)
+            return ("l" if t is list_t else "t", [enc(x, depth + 1) for x in v])
+        if t is dict_t:
+            charge(12)
+            return ("d", [(enc(k, depth + 1), enc(x, depth + 1)) for k, x in items(v)])
+        charge(100)
+        return ("o", type_name(t))
 
     def encode(value):
-        budget = [max_nodes, max_chars]
-
-        def enc(v, depth):
-            budget[0] -= 1
-            if budget[0] < 0 or depth > max_depth:
-                raise OverflowError
-            t = type_(v)
-            if t in scalars:
-                if t is int_t and bit_length(v) > 32_000:
-                    return ("o", "int")
-                return v
-            if t is float_t:
-                return ("f", float_repr(v))
-            if t is str_t:
-                budget[1] -= len_(v)
-                if budget[1] < 0:
-                    raise OverflowError
-                return ("s", v)
-            if t is list_t or t is tuple_t:
-                return ("l" if t is list_t else "t", [enc(x, depth + 1) for x in v])
-            if t is dict_t:
-                return ("d", [(enc(k, depth + 1), enc(x, depth + 1)) for k, x in items(v)])
-            return ("o", type_name(t))
-
+        saved = left[0]
         try:
             return enc(value, 0)
         except (OverflowError, RecursionError):
+            left[0] = saved - 100
             return ("o", "a value too large to report")
         except BaseException:  # a list mutated by its own __index__... : not a plain value
+            left[0] = saved - 100
             return ("o", "an unreadable value")
 
     return encode
@@ -400,6 +416,7 @@ def _strict(msg_in, emit, cwd, layers):
     fname = msg_in["function"]
     cases = [(name, tuple(args)) for name, args in msg_in["cases"]]
     audit = msg_in.get("audit", True) is not False
+    fsize = int(msg_in.get("fsize", 1 << 20))
     del msg_in
 
     import _thread
@@ -407,7 +424,7 @@ def _strict(msg_in, emit, cwd, layers):
 
     del types
 
-    encode = _make_encoder()
+    encode = _make_encoder(max(4096, fsize // 2 if fsize < (256 << 10) else fsize - (128 << 10)))
     builtins_dict = dict(_real_builtins.__dict__)
     exc_names = _exception_names
     module_type = type_(sys)

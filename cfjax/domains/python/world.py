@@ -301,6 +301,8 @@ class PytestWorld:
         cases = self._cases.get(task.task_id)
         if cases is None:
             cases = self._cases[task.task_id] = parse_cases(test_src, str(self.test_file(task)))
+        if not cases:
+            return done(0.0, False, False, "the test file defines no tests", "no_tests")
         return self._run(action, done, cases=cases)
 
     # ------------------------------------------------------------------ internals
@@ -350,6 +352,7 @@ class PytestWorld:
                 message["function"] = cases[0].function if cases else ""
                 message["cases"] = [[c.name, ast.literal_eval(c.args)] for c in cases]
                 message["audit"] = self.audit_hook
+                message["fsize"] = self.fsize_bytes
             with open(out_path, "wb") as out, open(err_path, "wb") as err:
                 proc = subprocess.Popen(self._argv(work), stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work,
                                         env=self._env(work), start_new_session=True, close_fds=True)

@@ -165,6 +165,25 @@ def test_rigged_equality_does_not_pass_the_suite_tests(pybugs):
     assert o.score == 0.0 and "object of type Anything" in o.feedback
 
 
+def test_one_huge_value_costs_only_its_own_test(world, demo):
+    for big in ("10 ** 5000", "'x' * 2_000_000", "[0] * 3_000_000"):
+        o = world.evaluate(demo["task"], f"def double(x):\n    return {big} if x == 1 else 2 * x\n")
+        assert o.completed and o.error is None, (big, o)
+        assert o.score == pytest.approx(0.75), (big, o)
+        assert "FAILED test_one" in o.feedback and "FAILED test_zero" not in o.feedback, o.feedback
+
+
+def test_a_test_file_without_tests_is_no_tests(demo):
+    empty = Task("pybugs/demo/empty/000", "Return twice x.", "demo", "def double(x): ...", domain="python")
+    p = task_test_path(demo["tests_root"], empty.task_id)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("from solution import double\n")
+    w = PytestWorld(demo["tests_root"], {**demo["keys"], empty.task_id: AnswerKey(empty.task_id, GOLD, "demo")},
+                    scratch_root=demo["scratch"])
+    o = w.evaluate(empty, GOLD)
+    assert (o.score, o.completed, o.error) == (0.0, False, "no_tests")
+
+
 def test_patching_builtins_does_not_change_the_verdict(world, demo):
     o = world.evaluate(demo["task"], "import builtins\ndef double(x):\n    builtins.AssertionError = KeyError\n"
                        "    builtins.isinstance = lambda *a: True\n    builtins.repr = lambda *a: 'x'\n    return x\n")

@@ -120,21 +120,27 @@ def _attacks(env) -> dict[str, str]:
                            f"    s.connect({env['abstract_name']!r})\n    return 'escaped'\n",
         "read_secret": f"    return open({str(env['secret'])!r}).read()\n",
         "read_shadow": "    return open('/etc/shadow').read()[:40]\n",
-        "read_parent_environ": f"    return open('/proc/{os.getpid()}/environ', 'rb').read()[:40].decode('latin-1')\n",
-        "list_root": "    import os\n    return sorted(os.listdir('/root'))\n",
+        "read_parent_environ": f"    return 'escaped:' + open('/proc/{os.getpid()}/environ', 'rb').read()[:40]"
+                               ".decode('latin-1')\n",
+        "list_root": "    import os\n    return 'escaped:' + repr(sorted(os.listdir('/root')))\n",
         "write_outside": f"    open({str(canary / 'write')!r}, 'w').write('x')\n    return 'escaped'\n",
         "write_project": f"    open({str(PROJECT / 'x_pwned.txt')!r}, 'w').write('x')\n    return 'escaped'\n",
         "kill_victim": f"    import os\n    os.kill({victim}, 9)\n    return 'escaped'\n",
         "pidfd_victim": f"    import os, signal\n    fd = os.pidfd_open({victim})\n"
                         "    signal.pidfd_send_signal(fd, 9)\n    return 'escaped'\n",
         "signal_evaluator": f"    import os\n    os.kill({os.getpid()}, 0)\n    return 'escaped'\n",
-        "ptrace_like": f"    import os\n    return os.readlink('/proc/{os.getpid()}/exe')\n",
+        "ptrace_like": f"    import os\n    return 'escaped:' + os.readlink('/proc/{os.getpid()}/exe')\n",
+        # a system Python's packages (where a non-editable install of cfjax, gold code and all, would be)
+        "read_usr_python": "    import glob\n"
+                           "    for p in glob.glob('/usr/lib/python3*/*.txt') + glob.glob('/usr/lib/python3*/*/*.py'):\n"
+                           "        return 'escaped:' + open(p).read(40)\n"
+                           "    raise FileNotFoundError('nothing readable')\n",
     }
 
 
 ATTACKS = ("posixsubprocess_renamed", "subinterpreter", "ctypes_system", "os_fork_setsid", "socket_renamed",
            "abstract_socket", "read_secret", "read_shadow", "read_parent_environ", "list_root", "write_outside",
-           "write_project", "kill_victim", "pidfd_victim", "signal_evaluator", "ptrace_like")
+           "write_project", "kill_victim", "pidfd_victim", "signal_evaluator", "ptrace_like", "read_usr_python")
 
 
 def _leftovers(scratch_root: Path) -> list[int]:
@@ -218,7 +224,7 @@ def test_attacks_are_real_without_the_sandbox(env):
     a canary file, a connection to our listener, killing our own sacrificial ``sleep``)."""
     attacks = _attacks(env)
     escaped = {}
-    for name in ("posixsubprocess_renamed", "socket_renamed", "read_secret", "write_outside"):
+    for name in ("posixsubprocess_renamed", "socket_renamed", "read_secret", "write_outside", "read_usr_python"):
         r = _run(env, "control", name, attacks[name])
         escaped[name] = bool(r["canary"] or r["connections"] or "SECRET" in r["outcome"].feedback
                              or "escaped" in r["outcome"].feedback)
@@ -362,4 +368,24 @@ def test_signal_numbers_of_the_relay(env):
     o = w.evaluate(t, f"def {fn}(*a):\n    while True:\n        pass\n")
     assert time.perf_counter() - t0 < 6.0
     assert (o.completed, o.error) == (False, "timeout"), o
-    assert signal.SIGXCPU  # the relay re-raises it on itself
+    # an exit status chosen by the candidate never passes for a signal (128 + SIGXCPU = 152)
+    for code in (128 + signal.SIGXCPU, 128 + signal.SIGXFSZ, 137):
+        o = w.evaluate(t, f"import os\ndef {fn}(*a):\n    os._exit({code})\n")
+        assert (o.completed, o.error) == (True, "crash"), (code, o)
+
+
+def test_report_encoder_never_runs_candidate_code(env):
+    """A metaclass whose ``__eq__`` says yes to everything must not pass for a plain value (an
+    ``in`` test would call it), so its ``__repr__`` never writes into the report."""
+    suite = env["suite"]
+    t = suite.tasks[0]
+    fn = t.attrs["function"]
+    body = ("class Meta(type):\n    def __eq__(cls, other):\n        return True\n    __hash__ = type.__hash__\n\n"
+            "class Evil(metaclass=Meta):\n    def __repr__(self):\n"
+            "        return \"1)], 'status': 'harness_error', 'detail': 'forged', 'layers': {}}\\n\"\n\n"
+            f"def {fn}(*a):\n    return Evil()\n")
+    for kind in ("full", "os_only") if LAYERS_ON else ("full",):
+        o = _world(env, kind, "meta").evaluate(t, body)
+        assert (o.completed, o.error, o.score) == (True, None, 0.0), o
+        assert "object of type Evil" in o.feedback and "forged" not in o.feedback
+        assert o.sandbox_missing == tuple(missing(probe())), o
