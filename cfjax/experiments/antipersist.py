@@ -127,12 +127,16 @@ class SharedWorld(CachedWorld):
         if key not in self._cache:
             row = self._db.execute("SELECT value FROM outcome WHERE task = ? AND action = ?", key).fetchone()
             if row is not None:
+                fields = json.loads(row[0])
+                if len(fields) > 6:  # sandbox_missing (absent from rows of older caches)
+                    fields[6] = tuple(fields[6])
                 with self._lock:
-                    self._cache[key] = Outcome(*json.loads(row[0]))
+                    self._cache[key] = Outcome(*fields)
         misses = self.misses
         out = super().evaluate(task, action)
         if self.misses > misses and out.completed:
-            value = json.dumps([out.score, out.solved, out.completed, out.feedback, out.error, out.elapsed_s])
+            value = json.dumps([out.score, out.solved, out.completed, out.feedback, out.error, out.elapsed_s,
+                                list(out.sandbox_missing)])
             self._db.execute("INSERT OR IGNORE INTO outcome VALUES (?, ?, ?)", (*key, value))
         return out
 

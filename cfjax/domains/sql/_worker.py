@@ -156,6 +156,10 @@ def lock_down(conn: sqlite3.Connection, denials: list[str], limits: tuple[tuple[
     conn.set_authorizer(authorizer)
 
 
+#: databases up to this size get a spare copy prepared between requests
+SPARE_MAX_BYTES = 8 << 20
+
+
 def prepare(image: bytes, limits: tuple[tuple[str, int], ...]) -> tuple[sqlite3.Connection, list[str]]:
     """A fresh copy of ``image``, locked down; returns it with the list its authorizer records
     denials in (for :func:`run`)."""
@@ -404,7 +408,9 @@ def serve(in_fd: int, out_fd: int) -> None:
         if used is not None:
             used.close()
             used = conn = None
-        if spare is None and env_id in images:
+        # (small databases only: the parent's deadline for the next request already runs while a
+        # large copy would be built, which could turn it into a false timeout)
+        if spare is None and env_id in images and len(images[env_id]) <= SPARE_MAX_BYTES:
             try:
                 spare = (env_id, *prepare(images[env_id], limits))
             except Exception:  # noqa: BLE001 - built on demand next time
