@@ -468,20 +468,14 @@ def enter(spec):
         except OSError as e:
             rep["mount"] = "off: " + str(e)
     if ns_ok:
-        pid = os.fork()
-        if pid:
-            _relay(pid)  # never returns
-        try:
-            s.prctl(PR_SET_PDEATHSIG, 9)
-        except OSError:
-            pass
-        pid = os.fork()
-        if pid:
-            _init(pid)  # never returns
-        try:
-            s.prctl(PR_SET_PDEATHSIG, 9)
-        except OSError:
-            pass
+        for parent_role in (_relay, _init):  # outside the namespace, then its PID 1
+            pid = os.fork()
+            if pid:
+                parent_role(pid)  # never returns
+            try:
+                s.prctl(PR_SET_PDEATHSIG, 9)
+            except OSError:
+                pass
         rep["pidns"] = "on (PID %d)" % os.getpid()
     elif "pidns" in want:
         rep["pidns"] = "off: no namespaces"

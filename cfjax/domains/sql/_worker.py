@@ -164,13 +164,18 @@ def prepare(image: bytes, limits: tuple[tuple[str, int], ...]) -> tuple[sqlite3.
     """A fresh copy of ``image``, locked down; returns it with the list its authorizer records
     denials in (for :func:`run`)."""
     conn = fresh_copy(image)
+    return conn, _locked(conn, limits)
+
+
+def _locked(conn: sqlite3.Connection, limits: tuple[tuple[str, int], ...]) -> list[str]:
+    """:func:`lock_down` ``conn`` (closed if that fails); returns the authorizer's denial list."""
     denials: list[str] = []
     try:
         lock_down(conn, denials, limits)
     except BaseException:
         conn.close()
         raise
-    return conn, denials
+    return denials
 
 
 def execute(
@@ -183,12 +188,7 @@ def execute(
     max_result_bytes: int,
 ) -> tuple[int, list[tuple[Any, ...]]]:
     """Lock ``conn`` (a fresh copy) down with ``limits`` and :func:`run` ``statement`` on it."""
-    denials: list[str] = []
-    try:
-        lock_down(conn, denials, limits)
-    except BaseException:
-        conn.close()
-        raise
+    denials = _locked(conn, limits)
     return run(conn, denials, statement, timeout_s=timeout_s, max_rows=max_rows,
                max_result_bytes=max_result_bytes)
 
