@@ -89,12 +89,15 @@ Each evaluation runs in a **subprocess** of ``sys.executable``, with flags
 
 * **OS isolation** (``isolation="os"``, the default; :mod:`cfjax.sandbox`):
   before any candidate code the child enters new mount, network, PID, IPC,
-  UTS and user namespaces; pivots into a private root that holds only ``/usr``,
-  the interpreter's prefix, the loader cache, four device files and the work
-  directory (read-only but for the work directory); runs as uid 65534 when the
-  pipeline is root; sets ``no_new_privs``; restricts itself with Landlock
-  (read the standard library, execute only the interpreter, write only the
-  work directory, no TCP, no signals or abstract sockets leaving the domain);
+  UTS and user namespaces; pivots into a private root that holds only ``/usr``
+  (and the ``/lib``/``/bin`` links), the interpreter's prefix, the loader
+  cache, four device files and the work directory (read-only but for the work
+  directory); runs as uid 65534 when the pipeline is root; sets
+  ``no_new_privs``; restricts itself with Landlock (read ``/usr`` but its
+  Python package directories, ``/usr/local`` and ``/usr/src``; read the
+  standard library but not site-packages; execute only the interpreter; write
+  only the work directory; no TCP; no signals or abstract sockets leaving the
+  domain);
   and loads a seccomp filter refusing process creation, ``execve``, sockets,
   ``ptrace``, ``pidfd_*``, mounts and namespaces. A layer the machine does not
   offer is skipped and named in ``Outcome.sandbox_missing``;
