@@ -352,23 +352,24 @@ def stdlib_dirs():
     return out
 
 
+def _grant_entries(d, skip, listing, read):
+    """Record ``d`` as listable and every entry of it that ``skip`` does not name as readable
+    (nothing when ``d`` cannot be listed)."""
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    listing.append(d)
+    read.extend(d + "/" + n for n in names if not skip(n))
+
+
 def _stdlib_read_rules(allow_site, dirs=None):
     """Landlock read rules for the standard library: its directory may be listed, every entry but
     ``site-packages`` read (unless ``allow_site``). ``dirs`` (from the parent, which knows them
     already) saves importing ``sysconfig`` here."""
-    dirs = list(dirs) if dirs else stdlib_dirs()
-    rules = []
-    listing = []
-    for d in dirs:
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        listing.append(d)
-        for n in names:
-            if not allow_site and n in ("site-packages", "dist-packages"):
-                continue
-            rules.append(os.path.join(d, n))
+    listing, rules = [], []
+    for d in (list(dirs) if dirs else stdlib_dirs()):
+        _grant_entries(d, lambda n: not allow_site and n in ("site-packages", "dist-packages"), listing, rules)
     return listing, rules
 
 
@@ -382,21 +383,10 @@ def _usr_read_rules():
     non-editable install of this project would put the suite's gold code). A standard library
     under ``/usr`` is granted entry by entry by :func:`_stdlib_read_rules`."""
     listing, read = [], []
-
-    def entries(d, skip):
-        try:
-            names = os.listdir(d)
-        except OSError:
-            return
-        listing.append(d)
-        for n in names:
-            if not skip(n):
-                read.append(d + "/" + n)
-
-    entries("/usr", lambda n: n in _USR_SKIP)
+    _grant_entries("/usr", lambda n: n in _USR_SKIP, listing, read)
     for d in ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/local/lib"):
         if os.path.isdir(d) and not os.path.islink(d):
-            entries(d, lambda n: n.startswith("python"))
+            _grant_entries(d, lambda n: n.startswith("python"), listing, read)
     if os.path.isdir("/usr/local"):
         listing.append("/usr/local")
     return listing, read

@@ -642,21 +642,21 @@ def _range_start(n: ast.AST) -> list:
     return []
 
 
-def _slice_bound(n: ast.AST) -> list:
-    """A slice bound ± 1: ``xs[:k]`` → ``xs[:k + 1]``, ``xs[:k - 1]``; ``xs[-k:]`` → ``xs[-k + 1:]``, ..."""
-    out = []
+def _slice_bounds(n: ast.AST):
+    """``(bound, rebuild)`` for each present bound of a step-less slice ``n`` (lower first), where
+    ``rebuild(new)`` is ``n`` with that bound replaced by ``new``."""
     if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice) and n.slice.step is None:
         s = n.slice
-        for which in ("lower", "upper"):
-            b = getattr(s, which)
-            if b is None:
-                continue
-            for d in (1, -1):
-                new = _add_const(b, d)
-                if new is not None:
-                    sl = ast.Slice(new, s.upper, None) if which == "lower" else ast.Slice(s.lower, new, None)
-                    out.append(ast.Subscript(n.value, sl, n.ctx))
-    return out
+        if s.lower is not None:
+            yield s.lower, lambda new: ast.Subscript(n.value, ast.Slice(new, s.upper, None), n.ctx)
+        if s.upper is not None:
+            yield s.upper, lambda new: ast.Subscript(n.value, ast.Slice(s.lower, new, None), n.ctx)
+
+
+def _slice_bound(n: ast.AST) -> list:
+    """A slice bound ± 1: ``xs[:k]`` → ``xs[:k + 1]``, ``xs[:k - 1]``; ``xs[-k:]`` → ``xs[-k + 1:]``, ..."""
+    return [rebuild(new) for b, rebuild in _slice_bounds(n) for d in (1, -1)
+            if (new := _add_const(b, d)) is not None]
 
 
 def _slice_side(n: ast.AST) -> list:
@@ -821,17 +821,8 @@ def _eq_to_in(n: ast.AST) -> list:
 
 def _slice_negate(n: ast.AST) -> list:
     """A slice bound's sign flipped: ``xs[:k]`` → ``xs[:-k]``, ``xs[-k:]`` → ``xs[k:]``."""
-    out = []
-    if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice) and n.slice.step is None:
-        s = n.slice
-        for which in ("lower", "upper"):
-            b = getattr(s, which)
-            if b is None or _is_const(b, 0):
-                continue
-            neg = b.operand if isinstance(b, ast.UnaryOp) and isinstance(b.op, ast.USub) else ast.UnaryOp(ast.USub(), b)
-            sl = ast.Slice(neg, s.upper, None) if which == "lower" else ast.Slice(s.lower, neg, None)
-            out.append(ast.Subscript(n.value, sl, n.ctx))
-    return out
+    return [rebuild(b.operand if isinstance(b, ast.UnaryOp) and isinstance(b.op, ast.USub) else ast.UnaryOp(ast.USub(), b))
+            for b, rebuild in _slice_bounds(n) if not _is_const(b, 0)]
 
 
 def _sorted_view(n: ast.AST) -> list:
