@@ -42,15 +42,13 @@ import tempfile
 from pathlib import Path
 
 from cfjax.infra.io import UserError
+from cfjax.sandbox._layers import LAYERS  # every layer a sandboxed child reports
 
 __all__ = ["LAYERS", "LAYERS_PATH", "DENIED_SYSCALLS", "seccomp_program", "probe", "missing", "describe",
            "WeakSandboxError", "require_strong"]
 
 LAYERS_PATH = Path(__file__).with_name("_layers.py")
 
-#: every layer a sandboxed child reports (see :mod:`cfjax.sandbox._layers`), plus the two the
-#: scripts add themselves
-LAYERS = ("namespaces", "mount", "pidns", "uid", "userns", "no_new_privs", "landlock", "seccomp")
 
 #: system calls the filter refuses with ``EPERM`` (names unknown on an architecture are skipped);
 #: ``clone`` is refused unless it creates a thread, ``clone3`` answers ``ENOSYS`` (so a C library
