@@ -261,6 +261,33 @@ def _antipersist_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upliftmem_config(args: argparse.Namespace):
+    """``--config`` (or the defaults), then ``--quick``, then the flag overrides."""
+    from cfjax.config import UpliftConfig, load_toml
+    from cfjax.experiments.uplift import quick_config
+
+    cfg = load_toml(UpliftConfig, args.config) if args.config else UpliftConfig()
+    if args.quick:
+        cfg = quick_config(cfg)
+    if args.max_tasks is not None:
+        cfg = _replace(cfg, "--max-tasks", max_tasks=args.max_tasks)
+    if args.probe_strategy is not None:
+        cfg = _replace(cfg, "--probe-strategy", probing=dataclasses.replace(cfg.probing, strategy=args.probe_strategy))
+    return cfg
+
+
+def _upliftmem_run(args: argparse.Namespace) -> int:
+    from cfjax.experiments.countermem import resolve_suites
+    from cfjax.experiments.uplift import run_main
+
+    suites = resolve_suites(args.suite)
+    _check_sandbox(args, suites)
+    cfg = _upliftmem_config(args)
+    run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=_backbone(args), workers=args.workers,
+             quick=args.quick, log=_log, existing=_existing(args))
+    return 0
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from cfjax.experiments.sweep import DEFAULT_GRID, run_sweep
 
@@ -389,6 +416,33 @@ def build_parser() -> argparse.ArgumentParser:
                          "suites/<suite>/ and <suite>/{results.json,success_by_iteration.png,split_*/} the run "
                          "wrote (other files are kept)", resume=None)
     ar.set_defaults(func=_antipersist_run)
+
+    up = sub.add_parser("upliftmem", help="UpliftMem: set-level uplift retrieval with decision-aware probing")
+    ups = up.add_subparsers(dest="command", required=True)
+    ur = ups.add_parser("run", parents=[common],
+                        help="train once per row, evaluate 3 times: no memory, similarity top-K, UpliftMem and "
+                             "its ablations (Tables 1-2 analogues)")
+    ur.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
+    ur.add_argument("--out", required=True, help="output directory")
+    ur.add_argument("--rows", nargs="+", default=None,
+                    help="trained rows (default: upliftmem base warmup_only random_probing no_policy no_value; "
+                         "no_memory and similarity_topk always come with upliftmem)")
+    ur.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
+                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server)")
+    ur.add_argument("--allow-weak-sandbox", action="store_true",
+                    help="run a real model's code on the Python suite even when a sandbox layer is missing")
+    ur.add_argument("--base-url", default=None, help="OpenAI-compatible API root")
+    ur.add_argument("--model", default=None, help="model name the server expects")
+    ur.add_argument("--config", default=None, help="an UpliftConfig TOML file (see DIR/config.toml of a run)")
+    ur.add_argument("--max-tasks", type=_pos_int, default=None, help="tasks per split, spread over it (default: all)")
+    ur.add_argument("--probe-strategy", choices=("evsi", "random", "mcstd", "eig"), default=None,
+                    help="acquisition of the upliftmem row (default evsi)")
+    ur.add_argument("--workers", type=_pos_int, default=None,
+                    help="worker processes over (suite, row) jobs (default: min(2, CPUs))")
+    ur.add_argument("--quick", action="store_true", help="16 tasks per split, 1 epoch, 1 evaluation repeat (smoke run)")
+    _out_flags(ur, force="replace a run already in --out: remove config.toml, results.json, report.txt, success.png, "
+                         "suites/ and <suite>/ the run wrote (other files are kept)", resume=None)
+    ur.set_defaults(func=_upliftmem_run)
 
     sw = sub.add_parser("sweep", parents=[common],
                         help="the pre-registered sensitivity sweep over the simulator's competence")

@@ -30,7 +30,7 @@ __all__ = [
     "World", "EditModel", "Backbone", "Domain",
     "MemoryText", "MEMORY_KINDS", "DraftRequest", "AlternativesRequest", "DistilRequest", "ReviseRequest", "JudgeRequest",
     "InsightRequest", "Completion", "DraftResult", "AlternativesResult", "DistilResult", "ReviseResult",
-    "JudgeResult", "InsightResult",
+    "JudgeResult", "InsightResult", "WriteMemoryRequest", "ReviseMemoryRequest", "MemoryResult",
 ]
 
 
@@ -255,7 +255,7 @@ class Attempt:
 
 
 #: kinds of :class:`MemoryText`
-MEMORY_KINDS = ("record", "lesson", "guidance", "trajectories")
+MEMORY_KINDS = ("record", "lesson", "guidance", "trajectories", "memories")
 
 
 @dataclass(frozen=True)
@@ -268,8 +268,10 @@ class MemoryText:
 
     Attributes:
       kind: ``"record"`` (a CounterMem record), ``"lesson"`` (ExpeL),
-        ``"guidance"`` (synthesized Anti-Persistence guidance) or
-        ``"trajectories"`` (factual past records, Anti-Persistence mode none).
+        ``"guidance"`` (synthesized Anti-Persistence guidance),
+        ``"trajectories"`` (factual past records, Anti-Persistence mode none) or
+        ``"memories"`` (an UpliftMem memory set: one ``[id]`` block per memory,
+        :func:`cfjax.llm.prompts.render_memory_set`).
       text: the rendered memory.
     """
 
@@ -408,6 +410,45 @@ class InsightRequest:
 @dataclass(frozen=True)
 class InsightResult:
     lesson: str  # "" for none
+    usage: Usage
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class WriteMemoryRequest:
+    """WRITE_MEMORY: one transferable memory from a completed trajectory (UpliftMem App. B.3, E.4).
+
+    ``related`` are memories of the pool similar to the task (``(id, text)``), shown as
+    "optional related memories" (W3/W5): a writer may update one of them."""
+
+    task: Task
+    trajectory: Sequence[Attempt]
+    solved: bool
+    related: Sequence[tuple[str, str]] = ()
+    episode: int = 0
+
+
+@dataclass(frozen=True)
+class ReviseMemoryRequest:
+    """REVISE_MEMORY: revise a candidate whose validated uplift was not positive (App. B.3, E.5, W5).
+
+    ``trajectory`` is the candidate's own validation run on the source task; the utilities are the
+    paired validation's (with and without the candidate)."""
+
+    task: Task
+    memory: str
+    trajectory: Sequence[Attempt]
+    solved: bool
+    utility_with: float
+    utility_without: float
+    revision: int = 1
+    related: Sequence[tuple[str, str]] = ()
+    episode: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    text: str  # "" for none (the reply did not follow the contract, or there is nothing to write)
     usage: Usage
     raw: str = ""
 

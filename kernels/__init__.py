@@ -17,13 +17,15 @@ here (``from cfjax.kernels import make_train, NEG``); the modules stay importabl
 - :mod:`cfjax.kernels.beam` — UpliftMem beam search and path sampling over memory sets
 - :mod:`cfjax.kernels.evsi` — stable ψ/EVSI and Gaussian conditioning
 - :mod:`cfjax.kernels.acquire` — greedy rank-one batch probing (EVSI acquisition)
+- :mod:`cfjax.kernels.probes` — baseline probe acquisition (random, MC-STD, greedy EIG; §5.5 RQ4)
 
 Two flat names differ from their module names: ``DQNSelector`` (``dqn.Selector``) and
 ``BanditSelector`` (``bandit.Selector``); the function ``evsi.evsi`` is ``binary_evsi`` here (the
 name ``evsi`` is the module).
 """
 
-from cfjax.kernels import _base, acquire, bandit, beam, dqn, evsi, features, replay, setscore, topk, trainer
+from cfjax.kernels import (_base, acquire, bandit, beam, dqn, evsi, features, probes, replay, setscore, topk,
+                           trainer)
 
 from cfjax.kernels._base import (NEG, PyTree, Array, masked_argmax, masked_max, jit_fields, ScoreFn, ParamScoreFn,
                                  SelectFn, BeamSearchFn, PathSampleFn, PathLogProbFn, AcquireFn, TrainFn, RunFn,
@@ -52,13 +54,15 @@ from cfjax.kernels.evsi import (psi, std_normal_pdf, normal_tail, chebyshev_fit,
                                 resolved_variance_latent, blr_posterior)
 from cfjax.kernels.acquire import (ARGMAX, SOFTMAX, AcquireInputs, AcquireState, AcquireResult, sanitize_inputs,
                                    acquire_init, acquire_condition, batch_values, make_acquire)
+from cfjax.kernels.probes import (MCSTD_JITTER, mcstd_samples, make_acquire_random, make_acquire_mcstd,
+                                  make_acquire_eig)
 from cfjax.kernels.dqn import Selector as DQNSelector
 from cfjax.kernels.bandit import Selector as BanditSelector
 from cfjax.kernels.evsi import evsi as binary_evsi
 
 __all__ = [
     # modules
-    "acquire", "bandit", "beam", "dqn", "evsi", "features", "replay", "setscore", "topk", "trainer",
+    "acquire", "bandit", "beam", "dqn", "evsi", "features", "probes", "replay", "setscore", "topk", "trainer",
     # _base
     "NEG", "PyTree", "Array", "masked_argmax", "masked_max", "jit_fields", "ScoreFn", "ParamScoreFn", "SelectFn",
     "BeamSearchFn", "PathSampleFn", "PathLogProbFn", "AcquireFn", "TrainFn", "RunFn", "EvaluateFn",
@@ -95,4 +99,6 @@ __all__ = [
     # acquire
     "ARGMAX", "SOFTMAX", "AcquireInputs", "AcquireState", "AcquireResult", "sanitize_inputs", "acquire_init",
     "acquire_condition", "batch_values", "make_acquire",
+    # probes
+    "MCSTD_JITTER", "mcstd_samples", "make_acquire_random", "make_acquire_mcstd", "make_acquire_eig",
 ]

@@ -5,6 +5,7 @@ paper is silent and what we chose.
 
 * :mod:`cfjax.config.countermem` — CounterMem (:class:`CounterMemConfig` and its sections)
 * :mod:`cfjax.config.antipersist` — Anti-Persistence (:class:`APConfig`, :class:`SynthesisConfig`)
+* :mod:`cfjax.config.uplift` — UpliftMem (:class:`UpliftConfig` and its sections)
 * :mod:`cfjax.config.scripted` — the scripted backbone's competence (:class:`ScriptedConfig`)
 * kernel configs, defined in :mod:`cfjax.kernels` (which never imports ``cfjax``) and re-exported
   here: :class:`DQNConfig`, :class:`BanditConfig`, :class:`UpliftLossConfig`
@@ -27,6 +28,8 @@ from cfjax.config.countermem import (AgentConfig, CounterMemConfig, ExperimentCo
                                      RetrievalConfig, StoreConfig)
 from cfjax.config.presets import AP_QUICK, QUICK, APQuick, CounterMemQuick, quick
 from cfjax.config.scripted import ScriptedConfig
+from cfjax.config.uplift import (ProbingSection, RetrievalSection, ScorerSection, TrainingSection, UpliftConfig,
+                                 UtilitySection, UtilitySpec)
 from cfjax.kernels.bandit import BanditConfig
 from cfjax.kernels.dqn import DQNConfig
 from cfjax.kernels.setscore import UpliftLossConfig
@@ -45,6 +48,14 @@ __all__ = [
     # Anti-Persistence
     "APConfig",
     "SynthesisConfig",
+    # UpliftMem
+    "UpliftConfig",
+    "UtilitySpec",
+    "UtilitySection",
+    "RetrievalSection",
+    "ScorerSection",
+    "TrainingSection",
+    "ProbingSection",
     # scripted backbone, kernels, LLM client
     "ScriptedConfig",
     "DQNConfig",

@@ -39,13 +39,23 @@ class ScriptedConfig:
     p_judge_random: float = 0.2  # BEST_OF_N_JUDGE: a uniformly random candidate instead of the majority
     p_follow_guidance: float = 0.9  # follows an applicable guidance rule (Anti-Persistence, App. B.1)
     p_pick_up_factual: float = 0.5  # picks a noted pattern up from raw past records (mode none)
+    # --- UpliftMem: the executor's response to a memory set, and the writer (fixed a priori, issue 13)
+    p_out_of_scope: float = 0.15  # follows a WHEN rule although its phrase is absent (a memory outside its scope)
+    p_outdated_confusion: float = 0.35  # with a memory and its update both shown, follows the outdated one
+    adherence_tokens: float = 400.0  # follow probabilities × 1/(1 + memory tokens / adherence_tokens)
+    p_write_scoped: float = 0.7  # WRITE_MEMORY: the rule is scoped by the task's phrase (else ALWAYS)
+    p_write_split: float = 0.15  # WRITE_MEMORY: writes the lesson as one of two linked notes (trigger / fix)
+    p_revise_narrow: float = 0.6  # REVISE_MEMORY: an ALWAYS rule is narrowed to the task's phrase
 
     def __post_init__(self) -> None:
         for name in ("p_error", "p_error_look_alike", "p_noise", "retry_factor", "p_propose_fix",
                      "p_condition_semantic", "p_condition_surface", "p_ignore_record", "p_judge_random",
-                     "p_follow_guidance", "p_pick_up_factual"):
+                     "p_follow_guidance", "p_pick_up_factual", "p_out_of_scope", "p_outdated_confusion",
+                     "p_write_scoped", "p_write_split", "p_revise_narrow"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"ScriptedConfig.{name} must be in [0, 1], got {v}")
+        if not self.adherence_tokens > 0:
+            raise ValueError(f"ScriptedConfig.adherence_tokens must be > 0, got {self.adherence_tokens}")
         if self.p_condition_semantic + self.p_condition_surface > 1.0:
             raise ValueError("p_condition_semantic + p_condition_surface must be ≤ 1")

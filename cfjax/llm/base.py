@@ -15,7 +15,8 @@ from abc import ABC, abstractmethod
 from cfjax.llm import prompts
 from cfjax.types import (AlternativesRequest, AlternativesResult, Attempt, Backbone, Completion, DistilRequest,
                          DistilResult, DraftRequest, DraftResult, InsightRequest, InsightResult, JudgeRequest,
-                         JudgeResult, ReviseRequest, ReviseResult, Usage)
+                         JudgeResult, MemoryResult, ReviseMemoryRequest, ReviseRequest, ReviseResult, Usage,
+                         WriteMemoryRequest)
 
 __all__ = [
     "Usage",
@@ -84,3 +85,15 @@ class TextBackbone(ABC):
         prompt = prompts.render_insight(req)
         c = self._complete(prompts.EXPEL_INSIGHT, prompt, req)
         return InsightResult(prompts.parse_lesson(c.text), c.usage, c.text)
+
+    def write_memory(self, req: WriteMemoryRequest) -> MemoryResult:
+        """WRITE_MEMORY (UpliftMem App. B.3): one memory candidate from a completed trajectory."""
+        prompt = prompts.render_write_memory(req)
+        c = self._complete(prompts.WRITE_MEMORY, prompt, req)
+        return MemoryResult(prompts.parse_memory(c.text), c.usage, c.text)
+
+    def revise_memory(self, req: ReviseMemoryRequest) -> MemoryResult:
+        """REVISE_MEMORY (UpliftMem App. B.3, E.5): a revised candidate."""
+        prompt = prompts.render_revise_memory(req)
+        c = self._complete(prompts.REVISE_MEMORY, prompt, req)
+        return MemoryResult(prompts.parse_memory(c.text), c.usage, c.text)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from cfjax.types import (AlternativesRequest, Attempt, DistilRequest, DraftRequest, InsightRequest, JudgeRequest,
-                             MemoryText, ReviseRequest, Task)
+                             MemoryText, ReviseMemoryRequest, ReviseRequest, Task, WriteMemoryRequest)
 
 __all__ = [
     "DRAFT_ACTION",
@@ -55,6 +55,17 @@ __all__ = [
     "parse_rule_sections",
     "FACTUAL_NOTES_HEADER",
     "parse_applied",
+    "WRITE_MEMORY",
+    "REVISE_MEMORY",
+    "render_memory_set",
+    "split_memory_set",
+    "render_write_memory",
+    "render_revise_memory",
+    "parse_memory",
+    "render_trigger",
+    "render_fix",
+    "parse_memory_lines",
+    "MemoryLines",
 ]
 
 DRAFT_ACTION = "DRAFT_ACTION"
@@ -63,6 +74,8 @@ DISTIL_RECORD = "DISTIL_RECORD"
 REVISE_WITH_RECORD = "REVISE_WITH_RECORD"
 BEST_OF_N_JUDGE = "BEST_OF_N_JUDGE"
 EXPEL_INSIGHT = "EXPEL_INSIGHT"
+WRITE_MEMORY = "WRITE_MEMORY"
+REVISE_MEMORY = "REVISE_MEMORY"
 
 #: Characters kept per prompt field before rendering (App. D.8).
 LIMITS: dict[str, int] = {
@@ -183,6 +196,8 @@ MEMORY_HEADERS: dict[str, tuple[str, str]] = {
     "lesson": ("A lesson from an earlier task (unchecked)", "record"),
     "guidance": ("Guidance synthesized for this task from past trajectories", "trajectory"),
     "trajectories": ("Records of similar past tasks", "trajectory"),
+    "memories": ("Relevant memories (reusable experience from earlier tasks; use a memory only where it "
+                 "applies to this task)", "trajectory"),
 }
 
 
@@ -447,3 +462,122 @@ def parse_distil(text: str) -> tuple[str, str]:
     s = _SIT_RE.search(text)
     c = _COND_RE.search(text)
     return (s.group(1) if s else "", c.group(1) if c else "")
+
+
+# --------------------------------------------------------------------------- UpliftMem memory sets
+
+_MEM_HEADER_RE = re.compile(r"^\[(\S+?)\]\s*$")
+
+
+def render_memory_set(memories: "Sequence[tuple[str, str]]") -> str:
+    """The text of an UpliftMem memory set (``MemoryText(kind="memories")``): one block per memory,
+    ``[<id>]`` on its own line, then the memory's text, in the order given (App. E.2: ``[{memory_id}]
+    {memory_text}``). Set order is the retriever's; the executor sees the whole set."""
+    return "\n".join(f"[{mid}]\n{text.strip()}" for mid, text in memories)
+
+
+def split_memory_set(text: str) -> list[tuple[str, str]]:
+    """Inverse of :func:`render_memory_set`: ``[(id, text)]`` in order (text before the first
+    header is ignored)."""
+    out: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        m = _MEM_HEADER_RE.match(line.strip())
+        if m:
+            out.append((m.group(1), []))
+        elif out:
+            out[-1][1].append(line)
+    return [(mid, "\n".join(lines).strip()) for mid, lines in out]
+
+
+def render_trigger(tag: str, cue: str) -> str:
+    """A *trigger note*: ``TRIGGER <tag>: WHEN question contains "<cue>" APPLY FIX <tag>`` — the scope
+    half of a lesson written as two linked notes (complementary: useless without its fix note)."""
+    return f'TRIGGER {tag}: WHEN question contains "{cue}" APPLY FIX {tag}'
+
+
+def render_fix(tag: str, before: str, after: str) -> str:
+    """A *fix note*: ``FIX <tag>: REPLACE `b` WITH `a``` — the procedure half, which says where it
+    applies only through its trigger note."""
+    return f"FIX {tag}: REPLACE `{before}` WITH `{after}`"
+
+
+_TRIGGER_RE = re.compile(r'^TRIGGER (\S+): WHEN question contains "([^"]*)" APPLY FIX (\S+)\s*$', re.M)
+_FIX_RE = re.compile(r"^FIX (\S+): REPLACE `([^`]*)` WITH `([^`]*)`\s*$", re.M)
+_SUPERSEDES_RE = re.compile(r"^SUPERSEDES:\s*(\S+)\s*$", re.M)
+
+
+class MemoryLines(NamedTuple):
+    """The machine-readable lines of one memory's text (:func:`parse_memory_lines`)."""
+
+    rules: list  # [(rule_id, cue or None, before, after)] — RULE lines
+    triggers: list  # [(tag, cue)] — TRIGGER lines
+    fixes: list  # [(tag, before, after)] — FIX lines
+    supersedes: str | None  # id of the memory this one updates (a SUPERSEDES: line)
+
+
+def parse_memory_lines(text: str) -> MemoryLines:
+    """RULE, TRIGGER, FIX and SUPERSEDES lines of one memory (free text around them is ignored)."""
+    sup = _SUPERSEDES_RE.search(text)
+    return MemoryLines(parse_rule_lines(text), [(m.group(1), m.group(2)) for m in _TRIGGER_RE.finditer(text)
+                                               if m.group(1) == m.group(3)],
+                       [(m.group(1), m.group(2), m.group(3)) for m in _FIX_RE.finditer(text)],
+                       sup.group(1) if sup else None)
+
+
+def _related_text(related: "Sequence[tuple[str, str]]") -> str:
+    if not related:
+        return "(none)"
+    return truncate("\n".join(f"[{mid}] {truncate(t, 'record')}" for mid, t in related), "trajectory")
+
+
+def _trajectory_text(trajectory: "Sequence[Attempt]") -> str:
+    return truncate("\n".join(
+        f"Attempt {i}: {truncate(a.action, 'action')}\nFeedback: {truncate(a.feedback, 'feedback')}"
+        for i, a in enumerate(trajectory, 1)) or "(no attempts)", "trajectory")
+
+
+_MEMORY_CONTRACT = (
+    "Reply with\nMEMORY:\n<one short transferable memory>\nEND MEMORY\nor MEMORY: none. Put the concrete change on "
+    "one machine-readable line\nRULE <id>: WHEN question contains \"<phrase of this task>\" REPLACE `<unit before>` "
+    "WITH `<unit after>`\n(or ALWAYS instead of the WHEN clause if it holds for every task). If the memory updates "
+    "a related memory, add a line SUPERSEDES: <its id>. Do not copy task-specific literals that would not "
+    "transfer, and never mention tests or the evaluator.")
+
+
+def render_write_memory(req: "WriteMemoryRequest") -> str:
+    """WRITE_MEMORY (UpliftMem App. B.3, E.4 W1–W4): one memory from a completed trajectory."""
+    t = req.task
+    return (
+        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Trajectory ({'solved' if req.solved else 'not solved'})\n"
+        f"{_trajectory_text(req.trajectory)}\n\n### Optional related memories\n{_related_text(req.related)}\n\n"
+        f"### Instructions\nWrite one memory that would help an agent on similar future tasks. {_MEMORY_CONTRACT}"
+    )
+
+
+def render_revise_memory(req: "ReviseMemoryRequest") -> str:
+    """REVISE_MEMORY (App. E.5, W5): revise a candidate that did not give enough uplift."""
+    t = req.task
+    uplift = req.utility_with - req.utility_without
+    return (
+        f"{_system(t)}\n\nRevise a memory that did not provide enough uplift on this task.\n\n### Task\n"
+        f"{t.question}\n\n### Current memory (latest validated candidate)\n{truncate(req.memory, 'record')}\n\n"
+        f"### Agent's actual trajectory with this memory\n{_trajectory_text(req.trajectory)}\n\n### Outcome\n"
+        f"- Success: {req.solved}\n- Utility with memory: {req.utility_with:.3f}\n"
+        f"- Utility without memory: {req.utility_without:.3f}\n- Uplift: {uplift:+.3f} (target > 0)\n\n"
+        f"### Optional related memories\n{_related_text(req.related)}\n\n### Instructions\nContrast the memory's "
+        "intended change with the actual trajectory and outcome; keep only what the evidence supports and revise "
+        f"the one decision that limited the result. {_MEMORY_CONTRACT}"
+    )
+
+
+_MEMORY_RE = re.compile(r"MEMORY:[ \t]*\n(.*?)\n[ \t]*END MEMORY", re.S)
+_MEMORY_NONE_RE = re.compile(r"^\s*MEMORY:\s*none\.?\s*$", re.M | re.I)
+
+
+def parse_memory(text: str) -> str:
+    """The memory between ``MEMORY:`` and ``END MEMORY`` (trimmed, truncated to the record limit);
+    ``""`` for ``MEMORY: none`` or a reply that does not follow the contract."""
+    if _MEMORY_NONE_RE.search(text):
+        return ""
+    m = _MEMORY_RE.search(text)
+    return truncate(m.group(1).strip(), "record") if m else ""

@@ -90,6 +90,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -197,6 +198,10 @@ class ScriptedBackbone(TextBackbone):
             text = self._judge(req)  # type: ignore[arg-type]
         elif kind == prompts.EXPEL_INSIGHT:
             text = self._insight(req)  # type: ignore[arg-type]
+        elif kind == prompts.WRITE_MEMORY:
+            text = self._write_memory(req)  # type: ignore[arg-type]
+        elif kind == prompts.REVISE_MEMORY:
+            text = self._revise_memory(req)  # type: ignore[arg-type]
         else:
             raise ValueError(f"the scripted backbone has no behaviour for template {kind!r}")
         return Completion(text, Usage(prompts.count_tokens(prompt), prompts.count_tokens(text)))
@@ -219,7 +224,69 @@ class ScriptedBackbone(TextBackbone):
                     pass
         if req.memory is None:
             return action, ()
+        if req.memory.kind == "memories":
+            return self._follow_memories(req.memory, task, action, (req.episode, attempt, req.sample))
         return self._follow_rules(req.memory, task, action, rng)
+
+    def _follow_memories(self, memory: MemoryText, task: Task, action: str, key: tuple
+                         ) -> tuple[str, tuple[str, ...]]:
+        """The executor's response to an UpliftMem memory *set* (the set-response model, issue 13).
+
+        It reads the memories' text as a prompt shows them (:func:`~cfjax.llm.prompts.render_memory_set`)
+        and nothing else. Every draw is made from its own stream keyed by ``(seed, task, episode,
+        attempt, sample, memory id, line)``, so the memory-free draft — drawn before, from the draft
+        stream — is the same for every set (the pairing of UpliftMem Eq. 4), and a memory's draws do not
+        depend on which other memories are shown. With ``T`` the tokens of the whole memory block and
+        ``a = 1/(1 + T/adherence_tokens)`` (adherence falls as the context fills):
+
+        * a ``RULE`` whose phrase occurs in the question (or ``ALWAYS``) is followed with
+          ``p_follow_guidance·a`` — a relevant memory helps, an over-general one misleads where its
+          edit is wrong;
+        * a ``RULE`` whose phrase is absent (outside its scope) is followed anyway with
+          ``p_out_of_scope·a`` and misleads where its pattern occurs;
+        * a ``FIX`` note is followed (``p_follow_guidance·a``) only when a ``TRIGGER`` note with the same
+          tag is shown and its phrase occurs — linked notes help only together (complementary);
+        * when a memory and its update (a memory whose ``SUPERSEDES:`` line names it) are both shown, the
+          outdated one is followed instead of the update with ``p_outdated_confusion`` (then under the
+          rules above), else it is ignored; an outdated memory shown alone is just a memory.
+
+        Rules are carried by the domain's :meth:`~cfjax.types.EditModel.transfer`, in the order shown.
+        """
+        c = self.config
+        blocks = prompts.split_memory_set(memory.text)
+        adh = 1.0 / (1.0 + prompts.count_tokens(memory.text) / c.adherence_tokens)
+        parsed = {mid: prompts.parse_memory_lines(text) for mid, text in blocks}
+        updated_by = {p.supersedes: mid for mid, p in parsed.items() if p.supersedes in parsed and p.supersedes != mid}
+        triggers = {tag: cue for p in parsed.values() for tag, cue in p.triggers}
+        q = task.question
+        env = self.domain.env(task)
+        applied: list[str] = []
+
+        def draw(*k: object) -> float:
+            return self._rng("follow", task.task_id, *key, *k).random()
+
+        for mid, p in parsed.items():
+            if mid in updated_by and draw(mid, "outdated") >= c.p_outdated_confusion:
+                continue  # the update is shown: the outdated memory is recognised as such
+            newer_of = p.supersedes if p.supersedes in updated_by and updated_by[p.supersedes] == mid else None
+            if newer_of is not None and draw(newer_of, "outdated") < c.p_outdated_confusion:
+                continue  # confused: the outdated memory was followed instead of this update
+            steps = []
+            for rule_id, cue, before, after in p.rules:
+                in_scope = cue is None or contains_phrase(q, cue)
+                steps.append((rule_id, before, after, (c.p_follow_guidance if in_scope else c.p_out_of_scope) * adh))
+            for tag, before, after in p.fixes:
+                cue = triggers.get(tag)
+                if cue is not None and contains_phrase(q, cue):
+                    steps.append((tag, before, after, c.p_follow_guidance * adh))
+            for rule_id, before, after, prob in steps:
+                if draw(mid, rule_id, before, after) >= prob:
+                    continue
+                moved = self.edits.transfer(before, after, action, env)
+                if moved is not None and moved != action:
+                    action = moved
+                    applied.append(mid)
+        return action, tuple(dict.fromkeys(applied))
 
     def _follow_rules(self, memory: MemoryText, task: Task, action: str, rng: random.Random
                       ) -> tuple[str, tuple[str, ...]]:
@@ -347,6 +414,98 @@ class ScriptedBackbone(TextBackbone):
         counts = {a: norm.count(a) for a in norm}
         best = max(range(n), key=lambda i: (counts[norm[i]], -i))
         return f"CHOICE: {best + 1}"
+
+    # ------------------------------------------------------------------ UpliftMem writer and reviser
+    def _lesson_edit(self, task: Task, traj: list, solved: bool, rng: random.Random) -> tuple[str, str] | None:
+        """The one-unit change a trajectory supports: the contrast of the last failed and the final
+        (solved) action; from failures only, a *guess* (one rule edit of the last failed action)."""
+        ed = self.edits
+        if solved:
+            failed = next((a for a in reversed(traj[:-1]) if a.score < 1.0), None)
+            d = ed.diff_units(failed.action, traj[-1].action) if failed is not None else None
+            return None if d is None else (d[1].text, d[2].text)
+        last = traj[-1].action
+        try:
+            units = ed.units(last)
+        except EditError:
+            return None
+        rules = ed.rule_edits(last, self.domain.env(task))
+        if not rules:
+            return None
+        i, new = rules[rng.randrange(len(rules))]
+        return units[i].text, new
+
+    def _memory_text(self, task: Task, edit: tuple[str, str], cue: str | None, rng: random.Random,
+                     related: tuple = (), split: bool = False) -> str:
+        before, after = edit
+        tag = re.sub(r"\W+", "_", cue).strip("_") if cue else ""
+        sup = None
+        for mid, text in related:  # an update of a related memory with the same pattern but another fix
+            for _, _, b, a in prompts.parse_rule_lines(text):
+                if self.edits.signature(b) == self.edits.signature(before) and a != after:
+                    sup = mid
+                    break
+            if sup:
+                break
+        where = f"when the question says '{cue}'" if cue else "in every task"
+        if split and tag:
+            if rng.random() < 0.5:
+                body = (f"Scope note: {where}, the '{tag}' fix applies.\n" + prompts.render_trigger(tag, cue))
+            else:
+                body = (f"Fix note '{tag}': write `{after}` instead of `{before}`.\n"
+                        + prompts.render_fix(tag, before, after))
+        else:
+            rid = f"r{stable_seed(task.task_id, before, after) % 100000}"
+            body = (f"Lesson: {where}, write `{after}` instead of `{before}`.\n"
+                    + prompts.render_rule(rid, cue, before, after))
+        if sup:
+            body += f"\nSUPERSEDES: {sup}"
+        return f"MEMORY:\n{body}\nEND MEMORY"
+
+    def _write_memory(self, req) -> str:
+        """WRITE_MEMORY (scripted): the trajectory's one-unit lesson (:meth:`_lesson_edit`; none from a
+        first-attempt success), scoped by the task's first phrase with ``p_write_scoped`` (else
+        ``ALWAYS``: over-general), written as one of two linked notes (a trigger or a fix note, tagged
+        by the phrase) with ``p_write_split``, and marked ``SUPERSEDES`` a shown related memory that has
+        the same pattern and a different fix (an update)."""
+        c = self.config
+        traj = list(req.trajectory)
+        if not traj or (req.solved and len(traj) == 1):
+            return "MEMORY: none"
+        rng = self._rng("write", req.task.task_id, req.episode)
+        edit = self._lesson_edit(req.task, traj, req.solved, rng)
+        if edit is None:
+            return "MEMORY: none"
+        cues = list(req.task.attrs.get("cues", ()))
+        cue = cues[0] if cues and rng.random() < c.p_write_scoped else None
+        split = bool(cues) and rng.random() < c.p_write_split
+        return self._memory_text(req.task, edit, cue or (cues[0] if split else None), rng, tuple(req.related), split)
+
+    def _revise_memory(self, req) -> str:
+        """REVISE_MEMORY (scripted), from the candidate's own validation run: its failure→success
+        contrast when it has one (scoped by the task's phrase); otherwise an ``ALWAYS`` rule is narrowed
+        to the phrase with ``p_revise_narrow`` and a linked note is merged into one rule; otherwise a new
+        guess from the last failed action."""
+        c = self.config
+        traj = list(req.trajectory)
+        rng = self._rng("revise_memory", req.task.task_id, req.episode, req.revision, req.memory)
+        cues = list(req.task.attrs.get("cues", ()))
+        cue = cues[0] if cues else None
+        if traj and req.solved and len(traj) > 1:
+            edit = self._lesson_edit(req.task, traj, True, rng)
+            if edit is not None:
+                return self._memory_text(req.task, edit, cue, rng, tuple(req.related))
+        lines = prompts.parse_memory_lines(req.memory)
+        if lines.rules and lines.rules[0][1] is None and cue and rng.random() < c.p_revise_narrow:
+            _, _, b, a = lines.rules[0]
+            return self._memory_text(req.task, (b, a), cue, rng, tuple(req.related))
+        if lines.fixes and cue:
+            _, b, a = lines.fixes[0]
+            return self._memory_text(req.task, (b, a), cue, rng, tuple(req.related))
+        if not traj:
+            return "MEMORY: none"
+        edit = self._lesson_edit(req.task, traj, False, rng)
+        return "MEMORY: none" if edit is None else self._memory_text(req.task, edit, cue, rng, tuple(req.related))
 
     # ------------------------------------------------------------------ ExpeL lesson
     def _insight(self, req: InsightRequest) -> str:

@@ -12,9 +12,10 @@ references import their kernels (for constants and result types); kernels never 
 - :mod:`~cfjax.kernels.reference.setscore` — set scorer forward pass and the UpliftMem losses
 - :mod:`~cfjax.kernels.reference.beam` — beam search, brute force, path log-probabilities
 - :mod:`~cfjax.kernels.reference.evsi` — ψ/EVSI, conditioning, naive and rank-one greedy acquisition
+- :mod:`~cfjax.kernels.reference.probes` — baseline probing: random-batch check, MC-STD, naive greedy EIG
 """
 
-from cfjax.kernels.reference import bandit, beam, dqn, evsi, features, setscore, topk, trainer
+from cfjax.kernels.reference import bandit, beam, dqn, evsi, features, probes, setscore, topk, trainer
 from cfjax.kernels.reference.bandit import bandit_reward_reference, local_estimates_reference, select_mode_reference
 from cfjax.kernels.reference.beam import beam_search_reference, brute_force_reference, path_log_prob_reference
 from cfjax.kernels.reference.dqn import (adam_init_reference, dqn_loss_reference, dqn_update_reference,
@@ -24,6 +25,7 @@ from cfjax.kernels.reference.evsi import (batch_values_reference, blr_posterior_
                                           greedy_rank_one_reference, greedy_reference, psi_reference,
                                           resolved_variance_reference, shared_noise_cov_reference)
 from cfjax.kernels.reference.features import action_mask_reference, normalize_slots_reference, observation_reference
+from cfjax.kernels.reference.probes import eig_reference, mcstd_reference, random_reference
 from cfjax.kernels.reference.setscore import (huber_reference, omega_reference, pair_loss_reference,
                                               policy_loss_reference, reg_loss_reference, set_scorer_reference,
                                               sign_loss_reference, value_loss_reference)
@@ -32,7 +34,7 @@ from cfjax.kernels.reference.trainer import evaluate_policy_reference
 
 __all__ = [
     # modules
-    "bandit", "beam", "dqn", "evsi", "features", "setscore", "topk", "trainer",
+    "bandit", "beam", "dqn", "evsi", "features", "probes", "setscore", "topk", "trainer",
     # features
     "action_mask_reference", "normalize_slots_reference", "observation_reference",
     # dqn / trainer
@@ -51,4 +53,6 @@ __all__ = [
     "batch_values_reference", "blr_posterior_reference", "conditional_moments_reference", "evsi_reference",
     "evsi_var_reference", "greedy_rank_one_reference", "greedy_reference", "psi_reference",
     "resolved_variance_reference", "shared_noise_cov_reference",
+    # probes
+    "eig_reference", "mcstd_reference", "random_reference",
 ]

@@ -1,0 +1,348 @@
+"""``cfjax upliftmem run``: UpliftMem end to end on the built-in domains (Table 1 and Table 2 analogues).
+
+papers/upliftmem.md §5.2 (RQ1), §5.4 (RQ3 ablations), App. D.1–D.5 (protocol: each configuration is
+trained once and evaluated three times with the fixed checkpoint).
+
+One *job* is one (suite, variant): the suite's split (``cfg.split_seed``), its memoised world, the
+scripted backbone (or an OpenAI-compatible one) as executor and writer, and one
+:class:`cfjax.uplift.UpliftRun`: bootstrap on ``T_build``, value-only warm-up, ``epochs`` passes over
+``T_train ∪ T_val`` with writing and probing, evaluation on ``T_eval`` with ``eval_repeats`` draft
+seeds. The ``upliftmem`` job also evaluates ``no_memory`` and ``similarity_topk`` (the same pool,
+similarity recall order under the same feasibility — native retrieval); the ablation jobs
+(``base``, ``warmup_only``, ``random_probing``, ``no_policy``, ``no_value``) evaluate their own
+retriever. Jobs run on a small process pool (spawned workers, one compiled scorer per job).
+
+Statistics: every success figure carries a paired task-bootstrap 95% interval
+(:mod:`cfjax.experiments.stats`; the evaluation repeats are the "seeds" of the shared outcomes format,
+tasks are resampled), every row its paired difference against ``no_memory``, and every ablation its
+difference against ``upliftmem``. Costs per row: training executions by purpose (each counted once,
+App. D.3), backbone tokens and calls, evaluator calls.
+
+Layout of ``run_all(out, suites=...)``::
+
+    out/config.toml                    the UpliftConfig
+    out/suites/<suite>/                the built suites
+    out/<suite>/results.json           rows with intervals, costs, per-task outcomes, training curves
+    out/<suite>/<variant>/pool.json    the frozen pool of that variant's run
+    out/<suite>/upliftmem/scorer/      the scorer checkpoint (orbax, resumable)
+    out/results.json, out/report.txt   every suite and the combined table
+    out/success.png                    success per row and suite with intervals
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from cfjax.config.uplift import UpliftConfig
+from cfjax.experiments.common import finite
+from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
+from cfjax.infra.io import atomic_write_json, atomic_write_text
+
+__all__ = ["ROWS", "ABLATIONS", "REFERENCE", "METHOD", "UpliftJob", "run_job", "run_all", "run_main", "quick_config",
+           "format_table", "run_outputs", "summarize_rows"]
+
+REFERENCE = "no_memory"
+METHOD = "upliftmem"
+ABLATIONS = ("base", "warmup_only", "random_probing", "no_policy", "no_value")
+#: every row of the end-to-end table, in print order
+ROWS = (REFERENCE, "similarity_topk", METHOD) + ABLATIONS
+
+
+def quick_config(cfg: UpliftConfig = UpliftConfig()) -> UpliftConfig:
+    """``--quick``: a smoke run (not a paper setting): 16 tasks per split, 1 epoch, 1 evaluation repeat,
+    small probe windows."""
+    return replace(cfg, max_tasks=16, eval_repeats=1,
+                   training=replace(cfg.training, epochs=1, warmup_steps=16, steps_per_update=4, bootstrap_sets=2),
+                   probing=replace(cfg.probing, budget=20, max_pool=256, max_comparisons=256))
+
+
+@dataclass(frozen=True)
+class UpliftJob:
+    """Everything a worker needs for one (suite, variant)."""
+
+    suite: str
+    root: str
+    variant: str
+    cfg: UpliftConfig
+    out_dir: str
+    backbone: object = None  # cfjax.experiments.countermem.BackboneSpec (None = scripted)
+    world_cache: str = ""
+
+
+def _splits(suite, cfg: UpliftConfig):
+    from cfjax.experiments.countermem import quick_splits
+
+    sp = suite.splits(seed=cfg.split_seed)
+    return quick_splits(sp, cfg.max_tasks) if cfg.max_tasks else sp
+
+
+def run_job(job: UpliftJob) -> dict:
+    """Train one variant on one suite and evaluate it (module docstring); returns plain data."""
+    from cfjax.experiments.antipersist import _open
+    from cfjax.experiments.countermem import BackboneSpec
+    from cfjax.uplift import VARIANTS, AgentExecutor, UpliftRun
+
+    t0 = time.perf_counter()
+    cfg = job.cfg
+    suite, _, world = _open(job.suite, job.root, job.world_cache)
+    sp = _splits(suite, cfg)
+    spec = job.backbone or BackboneSpec("scripted")
+    backbone = spec.make(suite, cfg.backbone_seed, cfg)  # reads cfg.scripted
+    executor = AgentExecutor(backbone, world, suite.edits, max_attempts=cfg.training.max_attempts)
+    domain = sp.eval[0].domain
+    run = UpliftRun(cfg, executor, domain=job.suite, k_max=cfg.retrieval.k_for(domain), writer_backbone=backbone,
+                    variant=VARIANTS[job.variant])
+    run.bootstrap(list(sp.build))
+    run.warmup()
+    run.train(list(sp.train) + list(sp.val))
+    rows = (REFERENCE, "similarity_topk", METHOD) if job.variant == METHOD else (METHOD,)
+    res = run.evaluate(list(sp.eval), rows=rows, row_name=job.variant)
+    out = Path(job.out_dir) / job.variant
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "pool.json", run.pool.to_json())
+    if job.variant == METHOD:
+        run.trainer.save(out / "scorer", {"suite": job.suite, "variant": job.variant, "labels": len(run.labels)})
+    families = [suite.answer_key(t).family for t in res.task_ids]  # analysis: per-family breakdown
+    return {"suite": job.suite, "variant": job.variant, "task_ids": res.task_ids, "families": families,
+            "outcomes": res.outcomes, "rewards": res.rewards, "set_sizes": res.set_sizes,
+            "counts": run.counts(), "eval_counts": run.eval_counts,
+            "train_log": {"updates": run.train_log.updates, "windows": run.train_log.windows,
+                          "written": run.train_log.written, "admitted": run.train_log.admitted,
+                          "h_effective": run.train_log.h_effective,
+                          "seconds": {k: round(v, 2) for k, v in run.train_log.seconds.items()}},
+            "profile": {"seconds": round(time.perf_counter() - t0, 2)}}
+
+
+def _init_worker(cache_dir: str = "") -> None:  # pragma: no cover - runs in worker processes
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    _compilation_cache(cache_dir)
+
+
+def _compilation_cache(cache_dir: str) -> None:
+    """JAX's persistent compilation cache in ``cache_dir`` (shared by the run's worker processes): every
+    job of a suite compiles the same scorer, beam and acquisition programs, so only the first compile
+    of each is paid. The cache holds compiled XLA programs only, never results."""
+    if cache_dir:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+_SUITE_COST = {"pybugs": 3.0, "sat": 2.0, "sql": 1.0}
+
+
+def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None], cache_dir: str = ""
+              ) -> list[dict]:
+    def note(d: dict) -> None:
+        o = d["outcomes"][d["variant"]]
+        log(f"  {d['suite']}/{d['variant']}: held-out success {100 * np.mean(o):.1f}% "
+            f"({d['profile']['seconds']:.0f}s, {d['counts']['total']} training executions)")
+
+    if workers <= 1 or len(jobs) <= 1:
+        from cfjax.experiments.antipersist import _close_all
+
+        done = []
+        try:
+            for j in jobs:
+                done.append(run_job(j))
+                note(done[-1])
+        finally:
+            _close_all()
+        return done
+    order = sorted(range(len(jobs)), key=lambda i: -_SUITE_COST.get(jobs[i].suite, 2.0) * (
+        2.0 if jobs[i].variant == METHOD else 1.0))
+    out: list[dict | None] = [None] * len(jobs)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_init_worker, initargs=(cache_dir,)) as pool:
+        futs = {i: pool.submit(run_job, jobs[i]) for i in order}
+        for i in order:
+            out[i] = futs[i].result()
+            note(out[i])
+    return out  # type: ignore[return-value]
+
+
+def summarize_rows(outcomes: dict, rows: Sequence[str], *, method: str = METHOD, reference: str = REFERENCE,
+                   n_boot: int = 2000) -> dict:
+    """Success with its interval per row, the paired difference against ``reference`` and, for the
+    other rows, against ``method`` (percentage points, tasks resampled)."""
+    clusters = clusters_from_outcomes(outcomes)
+    out = {}
+    for r in rows:
+        if not any(r in c.outcomes for c in clusters):
+            continue
+        d = {"success": bootstrap(clusters, r, n_boot=n_boot).as_dict()}
+        if r != reference:
+            d["vs_" + reference] = paired_difference(clusters, r, reference, n_boot=n_boot).as_dict()
+        if r not in (method, reference):
+            d["vs_" + method] = paired_difference(clusters, r, method, n_boot=n_boot).as_dict()
+        out[r] = d
+    return out
+
+
+def aggregate(jobs: Sequence[dict], *, suite: str, cfg: UpliftConfig, label: str) -> dict:
+    """One suite's payload: rows with intervals, costs, outcomes (the shared format), curves."""
+    main = next(j for j in jobs if j["variant"] == METHOD) if any(j["variant"] == METHOD for j in jobs) else jobs[0]
+    ids = main["task_ids"]
+    rows_out: dict[str, list] = {}
+    rewards: dict[str, float] = {}
+    costs: dict[str, dict] = {}
+    for j in jobs:
+        if j["task_ids"] != ids:
+            raise RuntimeError(f"{suite}: jobs evaluated different task lists")
+        for r, v in j["outcomes"].items():
+            rows_out[r] = v
+            rewards[r] = float(np.mean(j["rewards"][r]))
+            costs[r] = {"training": j["counts"] if r not in (REFERENCE, "similarity_topk") else
+                        ({"total": 0} if r == REFERENCE else {"shares the upliftmem pool": True}),
+                        "mean_set_size": float(np.mean(j["set_sizes"][r]))}
+    seeds = [cfg.eval_seed + r for r in range(cfg.eval_repeats)]
+    outcomes = {suite: {str(cfg.split_seed): {"task_ids": ids, "seeds": seeds, "rows": rows_out}}}
+    present = [r for r in ROWS if r in rows_out]
+    return {"suite": suite, "backbone": label, "rows": present, "table": summarize_rows(outcomes, present),
+            "mean_reward": rewards, "costs": costs, "outcomes": outcomes,
+            "train_logs": {j["variant"]: j["train_log"] for j in jobs},
+            "profile": {j["variant"]: j["profile"] for j in jobs}, "families": main["families"]}
+
+
+def format_table(payload: dict) -> str:
+    """The suite's table: success with intervals, differences, and training executions."""
+    lines = [f"UpliftMem end to end — {payload['suite']} ({payload['backbone']}); success % [95% CI], paired "
+             f"differences in points; {len(payload['outcomes'][payload['suite']])} split, tasks resampled",
+             f"{'row':<16} {'success':>20} {'vs no_memory':>22} {'vs upliftmem':>22} {'train execs':>12} {'|S|':>5}"]
+    for r in payload["rows"]:
+        t = payload["table"].get(r, {})
+        c = payload["costs"].get(r, {})
+        execs = c.get("training", {}).get("total", "—")
+        lines.append(f"{r:<16} {fmt_interval(t.get('success')):>20} "
+                     f"{fmt_interval(t.get('vs_no_memory'), signed=True):>22} "
+                     f"{fmt_interval(t.get('vs_upliftmem'), signed=True):>22} {execs!s:>12} "
+                     f"{c.get('mean_set_size', 0):>5.2f}")
+    return "\n".join(lines)
+
+
+def _plot(per_suite: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    suites = list(per_suite)
+    fig, axes = plt.subplots(1, len(suites), figsize=(5 * len(suites), 4), squeeze=False)
+    for ax, s in zip(axes[0], suites):
+        p = per_suite[s]
+        rows = p["rows"]
+        m = [p["table"][r]["success"]["mean"] for r in rows]
+        lo = [p["table"][r]["success"]["mean"] - p["table"][r]["success"]["lo"] for r in rows]
+        hi = [p["table"][r]["success"]["hi"] - p["table"][r]["success"]["mean"] for r in rows]
+        ax.bar(range(len(rows)), m, yerr=[lo, hi], capsize=3, color=["#999"] * 2 + ["#c33"] + ["#d99"] * (len(rows) - 3))
+        ax.set_xticks(range(len(rows)), rows, rotation=45, ha="right", fontsize=8)
+        ax.set_title(f"{s} (scripted backbone)" if "scripted" in p["backbone"] else s)
+        ax.set_ylabel("held-out success % (95% CI)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] = (METHOD,) + ABLATIONS,
+            cfg: UpliftConfig = UpliftConfig(), workers: int = 1, backbone=None,
+            log: Callable[[str], None] = print) -> dict:
+    """Every suite × variant; writes the results (module docstring); returns the combined payload."""
+    from cfjax.config import save_toml
+    from cfjax.domains import build_suite
+    from cfjax.experiments.antipersist import _clear
+    from cfjax.experiments.countermem import BackboneSpec
+
+    spec = backbone or BackboneSpec("scripted")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_toml(cfg, out / "config.toml")
+    variants = [r for r in rows if r in (METHOD,) + ABLATIONS]
+    if METHOD not in variants:
+        variants = [METHOD] + variants
+    roots = {}
+    for s in suites:
+        roots[s] = out / "suites" / s
+        build_suite(s, roots[s])
+    scratch = out / ".world_cache"
+    _clear(scratch)
+    scratch.mkdir()
+    jobs = [UpliftJob(s, str(roots[s]), v, cfg, str(out / s), spec, str(scratch / f"{s}.sqlite"))
+            for s in suites for v in variants]
+    _compilation_cache(str(scratch / "xla"))
+    try:
+        done = _run_jobs(jobs, workers, log, str(scratch / "xla"))
+    finally:
+        _clear(scratch)
+    per_suite = {}
+    for s in suites:
+        payload = aggregate([j for j in done if j["suite"] == s], suite=s, cfg=cfg, label=spec.label)
+        atomic_write_text(out / s / "results.json", json.dumps(finite(payload), indent=1) + "\n")
+        log(format_table(payload))
+        per_suite[s] = payload
+    outcomes = {s: p["outcomes"][s] for s, p in per_suite.items()}
+    present = [r for r in ROWS if any(r in p["rows"] for p in per_suite.values())]
+    combined = {"backbone": spec.label, "suites": per_suite, "rows": present, "outcomes": outcomes,
+                "summary": summarize_rows(outcomes, present) if len(suites) > 1 else per_suite[suites[0]]["table"]}
+    atomic_write_text(out / "results.json", json.dumps(finite(combined), indent=1) + "\n")
+    report = "\n\n".join([format_table(p) for p in per_suite.values()] + [format_summary(combined)])
+    atomic_write_text(out / "report.txt", report + "\n")
+    _plot(per_suite, out / "success.png")
+    log(format_summary(combined))
+    return combined
+
+
+def format_summary(combined: dict) -> str:
+    """Over suites (each suite weighs the same): success and differences per row."""
+    lines = [f"UpliftMem over {', '.join(combined['suites'])} ({combined['backbone']}): success % [95% CI]"]
+    for r, t in combined["summary"].items():
+        lines.append(f"  {r:<16} {fmt_interval(t.get('success')):>20}  vs no_memory "
+                     f"{fmt_interval(t.get('vs_no_memory'), signed=True):>22}  vs upliftmem "
+                     f"{fmt_interval(t.get('vs_upliftmem'), signed=True):>22}")
+    return "\n".join(lines)
+
+
+def run_outputs() -> list[str]:
+    """What ``cfjax upliftmem run --force`` removes from ``--out`` (exactly what a run writes)."""
+    from cfjax.domains import SUITES
+
+    return (["config.toml", "results.json", "report.txt", "success.png", ".world_cache"]
+            + [f"suites/{n}" for n in SUITES] + [f"{n}" for n in SUITES])
+
+
+def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows: Sequence[str] | None = None,
+             backbone="scripted", workers: int | None = None, quick: bool = False,
+             log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
+    """``cfjax upliftmem run``: :func:`run_all` with a header and a closing line."""
+    from cfjax.config import ConfigError
+    from cfjax.experiments.countermem import backbone_spec, resolve_suites
+    from cfjax.infra.io import prepare_output_dir
+
+    names = resolve_suites(suites)
+    rows = tuple(rows) if rows else (METHOD,) + ABLATIONS
+    bad = [r for r in rows if r not in (METHOD,) + ABLATIONS]
+    if bad:
+        raise ConfigError(f"unknown row(s) {bad}; choose from {', '.join((METHOD,) + ABLATIONS)} "
+                          "(no_memory and similarity_topk always run with upliftmem)")
+    spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
+    workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    out = Path(out)
+    prepare_output_dir(out, existing=existing, owned=run_outputs(), resumable=False, command="cfjax upliftmem run")
+    log(f"cfjax upliftmem run: suites={names} backbone={spec.label} rows={list(rows)} epochs={cfg.training.epochs} "
+        f"B_p={cfg.probing.budget} eval repeats={cfg.eval_repeats}, {workers} worker(s){' (quick)' if quick else ''}"
+        f" → {out}")
+    t0 = time.perf_counter()
+    combined = run_all(out, suites=names, rows=rows, cfg=cfg, workers=workers, backbone=spec, log=log)
+    log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, {out / 'success.png'} and {out}/<suite>/ "
+        f"({time.perf_counter() - t0:.0f}s)")
+    return combined
+

@@ -1,0 +1,421 @@
+"""A synthetic set-uplift domain whose true set values are known (tests and probing studies).
+
+UpliftMem (papers/upliftmem.md §3–4; SPEC.md §2) learns ``G_θ(c, S) ≈ Δ(c, S)`` from paired labels.
+On the end-to-end suites ``Δ`` is unknown; here it is a closed form, so a trained scorer's *ranking*
+of sets can be checked against the truth, and probe acquisition strategies compared on it.
+
+**Domain** (:class:`SyntheticSpec`; every number fixed here, before any measurement, and not tuned
+toward a result). ``n_tasks`` tasks; each has its own store of eight memories of four kinds
+(``KINDS``, the same layout for every task):
+
+* two ``helpful`` memories, ``a_m ~ U(0.08, 0.20)``;
+* two ``harmful`` memories, ``a_m ~ U(−0.20, −0.08)``;
+* two ``pair`` memories (complementary): ``a_m = −0.06`` each alone, ``+0.30`` bonus when both are
+  in the set (the pair is worth ``+0.18``);
+* two ``clash`` memories (conflicting): ``a_m ~ U(0.05, 0.12)`` each alone, ``−0.25`` penalty when
+  both are in the set.
+
+The raw uplift is ``Δ_raw(c, S) = Σ_{m∈S} a_m + 0.30·[both pair ∈ S] − 0.25·[both clash ∈ S]``; a
+memory outside ``c``'s store has no effect. The task's no-memory success probability is
+``base_c ~ U(0.35, 0.65)``, the set's ``p_S = clip(base_c + Δ_raw, 0, 1)``, and the **true uplift**
+is ``Δ(c, S) = p_S − base_c`` (the clip is part of the truth).
+
+**Executor** (:class:`SyntheticExecutor`, a :class:`~cfjax.uplift.core.SetExecutor`). ``R`` is
+Bernoulli: ``R_S = 1[u < p_S]`` with **one common uniform** ``u = u(spec.seed, task, draft seed)``
+(a hash, no state). The no-memory run and every memory run of the same (task, draft seed) read the
+same ``u`` — the common random numbers of Eq. 4's pairing, applied to the no-memory part of the
+outcome: ``y_S = 1[u < p_S] − 1[u < base_c]`` has mean exactly ``Δ(c, S)`` and variance
+``|Δ|(1 − |Δ|)``, and two labels sharing a reference are comonotone (the shared reference noise that
+``ν_0²`` of ``Ω_Q`` models, App. A.4). The cost is one evaluated attempt (one evaluator call,
+charged to the ledger); the utility is ``synthetic`` (``γ = 0``: ``U = R``).
+
+**Texts.** A task's question names its two topic words (pseudo-words). A memory's text carries its
+kind word (``helpful``, ``harmful``, ``pairA``, ``clashB`` — the only cue of its effect's sign, shared
+by every task, so a scorer can generalise to held-out tasks) and one or both topic words of its task,
+sometimes a topic word of another task, and a unique word. Recall is the task's own store in cosine
+order of the hashed embeddings (:meth:`SyntheticDomain.recall`), which is unrelated to the effects.
+
+**Metrics** (:func:`ranking_metrics`): over tasks and *every* feasible set up to ``K`` (``∅``
+included, ``G(c, ∅) = Δ(c, ∅) = 0``), the Kendall-style pairwise accuracy of ``G`` against ``Δ``
+(pairs with ``|Δ_a − Δ_b| > 1e-9``; a tie in ``G`` counts ½) and the top-1 regret
+``max_S Δ − Δ(argmax_S G)``.
+
+**Probe curves** (:class:`ProbeStudy`, :func:`probe_curve`): one warm-up checkpoint per seed
+(bootstrap probing on the build tasks, value-only warm-up, one sampled retrieval path with its label
+per window task); each curve restores that checkpoint (parameters, optimiser state, labels, log,
+random state) and calls :meth:`~cfjax.uplift.pipeline.UpliftRun.probe_window` on the same window tasks
+with budget increments, recording the held-out ranking metrics after each acquisition + update.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from cfjax.config.uplift import ProbingSection, RetrievalSection, TrainingSection, UpliftConfig
+from cfjax.infra.ledger import Ledger
+from cfjax.llm.prompts import count_tokens
+from cfjax.types import Outcome, Task
+from cfjax.kernels.setscore import init_params
+from cfjax.uplift.core import Execution, ExecutionLog, Labeler, Memory, set_key
+from cfjax.uplift.pipeline import TrainLog, UpliftRun
+from cfjax.uplift.pool import MemoryPool
+from cfjax.uplift.probing import WindowTask
+from cfjax.uplift.scorer import Featurizer, LabelStore
+
+__all__ = ["KINDS", "KIND_WORDS", "SyntheticSpec", "SyntheticDomain", "SyntheticExecutor", "synthetic_config",
+           "feasible_sets", "ranking_metrics", "attach_run", "ProbeStudy", "probe_curve", "paired_bootstrap"]
+
+#: the store layout of every task (eight memories)
+KINDS = ("helpful", "helpful", "harmful", "harmful", "pair", "pair", "clash", "clash")
+#: the word of each kind in a memory's text
+KIND_WORDS = {"helpful": "helpful", "harmful": "harmful", "pair": "pairA", "clash": "clashB"}
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """The domain's constants (module docstring)."""
+
+    n_tasks: int = 48
+    seed: int = 0
+    base: tuple[float, float] = (0.35, 0.65)
+    helpful: tuple[float, float] = (0.08, 0.20)
+    harmful: tuple[float, float] = (-0.20, -0.08)
+    pair_single: float = -0.06
+    pair_bonus: float = 0.30
+    clash_single: tuple[float, float] = (0.05, 0.12)
+    clash_penalty: float = 0.25
+    kinds: tuple[str, ...] = KINDS
+
+
+def _uniform(*parts: object) -> float:
+    """A uniform in [0, 1) keyed by ``parts`` (blake2b; no state, identical across processes)."""
+    h = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") / 2.0 ** 64
+
+
+_CONS, _VOW = "bcdfghklmnprstvz", "aeiou"
+
+
+def _word(rng: np.random.Generator, syllables: int = 3) -> str:
+    return "".join(_CONS[rng.integers(len(_CONS))] + _VOW[rng.integers(len(_VOW))] for _ in range(syllables))
+
+
+@dataclass
+class SyntheticDomain:
+    """Tasks, per-task stores, their true effects and the pool holding every memory (admitted)."""
+
+    spec: SyntheticSpec
+    embed_dim: int = 256
+    tasks: list[Task] = field(init=False)
+    stores: dict[str, list[Memory]] = field(init=False)
+    effects: dict[str, dict[str, float]] = field(init=False)  # task → memory → a_m
+    kind_of: dict[str, str] = field(init=False)  # memory → kind
+    base: dict[str, float] = field(init=False)
+    pool: MemoryPool = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.spec
+        rng = np.random.default_rng([s.seed, 20_240_917])
+        self.pool = MemoryPool(self.embed_dim)
+        self.tasks, self.stores, self.effects, self.kind_of, self.base = [], {}, {}, {}, {}
+        topics = [(_word(rng), _word(rng)) for _ in range(s.n_tasks)]
+        for i in range(s.n_tasks):
+            ta, tb = topics[i]
+            q = f"Task {i}: handle the {ta} request about {tb}."
+            task = Task(f"synthetic/s{s.seed}/t{i:03d}", q, "synthetic", "", {"question": q}, domain="synthetic")
+            self.tasks.append(task)
+            self.base[task.task_id] = float(rng.uniform(*s.base))
+            store, eff = [], {}
+            for j, kind in enumerate(s.kinds):
+                kw = KIND_WORDS[kind]
+                words = [ta, tb] if rng.random() < 0.5 else [[ta, tb][rng.integers(2)]]
+                if rng.random() < 0.3:
+                    words.append(topics[int(rng.integers(s.n_tasks))][int(rng.integers(2))])
+                text = f"{kw} note {_word(rng, 2)}: for {' '.join(words)} use the {kw} step."
+                mem = Memory(f"s{s.seed}t{i}m{j}", text, count_tokens(text), task.task_id)
+                self.pool.add(mem)
+                store.append(mem)
+                self.kind_of[mem.mem_id] = kind
+                if kind == "helpful":
+                    eff[mem.mem_id] = float(rng.uniform(*s.helpful))
+                elif kind == "harmful":
+                    eff[mem.mem_id] = float(rng.uniform(*s.harmful))
+                elif kind == "pair":
+                    eff[mem.mem_id] = float(s.pair_single)
+                elif kind == "clash":
+                    eff[mem.mem_id] = float(rng.uniform(*s.clash_single))
+                else:
+                    raise ValueError(f"unknown memory kind {kind!r}")
+            self.stores[task.task_id] = store
+            self.effects[task.task_id] = eff
+
+    # ------------------------------------------------------------------ truth
+    def raw_uplift(self, task: Task | str, members: Sequence[Memory] | Sequence[str]) -> float:
+        tid = task.task_id if isinstance(task, Task) else task
+        ids = set(set_key(members))
+        eff = self.effects[tid]
+        out = sum(eff.get(m, 0.0) for m in ids)
+        for kind, bonus in (("pair", self.spec.pair_bonus), ("clash", -self.spec.clash_penalty)):
+            both = [m for m in eff if self.kind_of[m] == kind]
+            if both and all(m in ids for m in both):
+                out += bonus
+        return float(out)
+
+    def p_success(self, task: Task | str, members) -> float:
+        tid = task.task_id if isinstance(task, Task) else task
+        return float(min(1.0, max(0.0, self.base[tid] + self.raw_uplift(tid, members))))
+
+    def true_uplift(self, task: Task | str, members) -> float:
+        """``Δ(c, S) = p_S − base_c`` (exactly the mean of a paired label)."""
+        tid = task.task_id if isinstance(task, Task) else task
+        return self.p_success(tid, members) - self.base[tid] if members else 0.0
+
+    # ------------------------------------------------------------------ retrieval side
+    def recall(self, task: Task) -> tuple[list[Memory], np.ndarray]:
+        """The task's store in cosine order of the hashed embeddings (ties: store order)."""
+        store = self.stores[task.task_id]
+        q = self.pool.embed_task(task)
+        sims = np.array([float(np.dot(self.pool.embedding(m.mem_id), q)) for m in store], np.float32)
+        order = sorted(range(len(store)), key=lambda i: (-sims[i], i))
+        return [store[i] for i in order], sims[order]
+
+
+class SyntheticExecutor:
+    """``R_S = 1[u(seed, task, draft seed) < p_S]`` (module docstring); one evaluator call each."""
+
+    def __init__(self, domain: SyntheticDomain) -> None:
+        self.domain = domain
+        self.calls = 0
+
+    def execute(self, task: Task, memories: Sequence[Memory], *, seed: int, ledger: Ledger) -> Execution:
+        self.calls += 1
+        u = _uniform("synthetic", self.domain.spec.seed, task.task_id, int(seed))
+        R = float(u < self.domain.p_success(task, list(memories)))
+        ledger.evaluation(task.task_id, Outcome(R, R >= 1.0, True, ""))
+        return Execution(R=R, solved=R >= 1.0, attempts=1, memory_tokens=sum(m.tokens for m in memories),
+                         eval_calls=1)
+
+
+def synthetic_config(**training) -> UpliftConfig:
+    """The run configuration of the synthetic studies (fixed before measuring; small shapes)."""
+    tr = dict(epochs=1, bootstrap_sets=2, warmup_steps=64, update_every=8, steps_per_update=8, minibatch_tasks=16,
+              labels_per_task=8, write=False, seed=0)  # the run's seed: see attach_run
+    tr.update(training)
+    return UpliftConfig(retrieval=RetrievalSection(recall=len(KINDS)),
+                        training=TrainingSection(**tr),
+                        probing=ProbingSection(budget=8, max_pool=256, max_comparisons=512))
+
+
+def feasible_sets(memories: Sequence[Memory], k: int, budget: float) -> list[tuple[Memory, ...]]:
+    """Every feasible set of ``memories`` with 1..``k`` members (combinations, recall order)."""
+    out = []
+    for r in range(1, k + 1):
+        for c in itertools.combinations(memories, r):
+            if sum(m.tokens for m in c) <= budget:
+                out.append(c)
+    return out
+
+
+def ranking_metrics(run: UpliftRun, domain: SyntheticDomain, tasks: Sequence[Task]) -> dict[str, float]:
+    """Pairwise accuracy of ``G`` vs ``Δ`` and top-1 regret (module docstring), averaged over ``tasks``."""
+    acc, regret, top1 = [], [], []
+    for t in tasks:
+        cands = run.retriever.candidates(t)
+        sets = feasible_sets(cands.memories, run.k_max, run.retriever.budget)
+        arrs = [run.retriever.set_rows(t, list(s)) for s in sets]
+        G = np.concatenate([[0.0], run.trainer.scores(np.stack([a[0] for a in arrs]), np.stack([a[1] for a in arrs]),
+                                                      np.stack([a[2] for a in arrs]))])
+        D = np.array([0.0] + [domain.true_uplift(t, s) for s in sets])
+        dD = D[:, None] - D[None, :]
+        dG = G[:, None] - G[None, :]
+        iu = np.triu_indices(len(D), 1)
+        dD, dG = dD[iu], dG[iu]
+        keep = np.abs(dD) > 1e-9
+        score = np.where(dG * dD > 0, 1.0, np.where(dG == 0, 0.5, 0.0))
+        acc.append(float(score[keep].mean()))
+        best = int(np.argmax(G))
+        regret.append(float(D.max() - D[best]))
+        top1.append(float(D[best] >= D.max() - 1e-9))
+    return {"pairwise": float(np.mean(acc)), "regret": float(np.mean(regret)), "top1": float(np.mean(top1))}
+
+
+def _copy_labels(store):
+    new = copy.copy(store)
+    new.labels, new.ctx, new.rows = list(store.labels), list(store.ctx), list(store.rows)
+    new.by_task = copy.deepcopy(store.by_task)
+    return new
+
+
+_RUNS: dict[UpliftConfig, UpliftRun] = {}
+
+
+def _padded(fn):
+    """``fn(params, ctx[n], rows[n], mask[n])`` with ``n`` padded to a power of two (≥ 8) and the result
+    sliced back. Only compilation changes (the scorer is vmapped over sets, so padding rows do not
+    touch the others): :meth:`ScorerTrainer.scores`/``features`` pass the raw ``n`` (the number of
+    labels, or of a window's sets), which recompiles the jitted functions at every new ``n``."""
+    def call(params, ctx, rows, mask):
+        n = ctx.shape[0]
+        b = max(8, 1 << max(0, (n - 1).bit_length()))
+        if b > n:
+            ctx, rows, mask = (np.concatenate([np.asarray(a), np.zeros((b - n,) + a.shape[1:], a.dtype)])
+                               for a in (ctx, rows, mask))
+        return np.asarray(fn(params, ctx, rows, mask))[:n]
+
+    return call
+
+
+def _bind(run: UpliftRun, domain: SyntheticDomain, executor: SyntheticExecutor, featurizer: Featurizer,
+          log: ExecutionLog, ledger: Ledger) -> None:
+    """Point ``run`` at ``domain``: its pool, per-task recall, executor, log and ledger."""
+    run.pool = run.retriever.pool = domain.pool
+    run.retriever.featurizer = featurizer
+    run.retriever.recall = domain.recall
+    run.ledger = ledger
+    run.labeler = Labeler(executor, run.cfg.utility.get("synthetic"), ledger, log)
+
+
+def attach_run(cfg: UpliftConfig, domain: SyntheticDomain, executor: SyntheticExecutor, *, seed: int) -> UpliftRun:
+    """An :class:`UpliftRun` on ``domain`` in its initial state (fresh parameters from ``seed``, empty
+    labels, log and ledger; ``writer_backbone=None``, the domain's pool and per-task recall), reusing the
+    run — and its compiled functions — made for ``cfg`` before."""
+    run = _RUNS.get(cfg)
+    if run is None:
+        run = _RUNS[cfg] = UpliftRun(cfg, executor, domain="synthetic", k_max=3, writer_backbone=None,
+                                     pool=domain.pool, recall=domain.recall)
+        tr = run.trainer
+        tr._scores, tr._features = _padded(tr._scores), _padded(tr._features)
+    tr = run.trainer
+    tr.params = init_params(tr.model, jax.random.PRNGKey(seed), n_pool=tr.k_max, d_context=tr.d_ctx,
+                            d_member=tr.d_mem)
+    tr.opt_state, tr.steps_done = tr.tx.init(tr.params), 0
+    _bind(run, domain, executor, Featurizer(domain.pool), ExecutionLog(), Ledger("uplift-train"))
+    run.labels = LabelStore(run.k_max, tr.d_ctx, tr.d_mem)
+    run.rng, run.key = np.random.default_rng(seed), jax.random.PRNGKey(seed)
+    run.train_log, run.processed = TrainLog(), 0
+    return run
+
+
+class ProbeStudy:
+    """One seed's warm-up checkpoint and its probe curves (module docstring).
+
+    The :class:`UpliftRun` (and so its jitted functions) is shared by every study of the same config:
+    a new study re-points it at its domain and resets its state (fresh parameters from ``seed``, empty
+    labels, log and ledger), which costs no recompilation.
+
+    Args:
+      seed: the domain's seed and the run's training seed.
+      n_build, n_window, n_heldout: tasks for bootstrap probing, the probe window, the metric.
+      spec: the domain (``seed`` and ``n_tasks`` are overridden).
+      cfg: the run's config (default :func:`synthetic_config`).
+    """
+
+    def __init__(self, seed: int, *, n_build: int = 16, n_window: int = 8, n_heldout: int = 16,
+                 spec: SyntheticSpec = SyntheticSpec(), cfg: UpliftConfig | None = None) -> None:
+        n = n_build + n_window + n_heldout
+        self.seed = seed
+        self.domain = SyntheticDomain(SyntheticSpec(**{**spec.__dict__, "seed": seed, "n_tasks": n}))
+        self.cfg = cfg if cfg is not None else synthetic_config()
+        self.executor = SyntheticExecutor(self.domain)
+        tasks = self.domain.tasks
+        self.build, self.window_tasks, self.heldout = (tasks[:n_build], tasks[n_build:n_build + n_window],
+                                                       tasks[n_build + n_window:])
+        self.run = attach_run(self.cfg, self.domain, self.executor, seed=seed)
+        self.untrained = ranking_metrics(self.run, self.domain, self.heldout)
+        self.run.bootstrap(self.build, seed=0)
+        self.run.warmup()
+        self.window = self._paths(self.window_tasks, seed_base=1000)
+        self.warm = ranking_metrics(self.run, self.domain, self.heldout)
+        self._snap = self._snapshot()
+
+    def _paths(self, tasks: Sequence[Task], *, seed_base: int) -> list[WindowTask]:
+        """One sampled path per task with its paired label (as :meth:`UpliftRun.train` does)."""
+        run = self.run
+        cands = [run.retriever.candidates(t) for t in tasks]
+        out = []
+        for i, (t, c, (members, actions, _)) in enumerate(zip(tasks, cands, run.retriever.sample(cands,
+                                                                                               run._next_key()))):
+            seed = seed_base + i
+            ref_id, _ = run.labeler.reference(t, seed=seed)
+            executed = set()
+            if members:
+                lab, _ = run.labeler.label(t, members, seed=seed, kind="retrieved")
+                run.add_label(t, lab, members)
+                executed.add(lab.members)
+            path = [c.memories[a] for a in actions if 0 <= a < len(c.memories)]
+            out.append(WindowTask(c, path, seed, ref_id, executed))
+        return out
+
+    def _snapshot(self) -> dict:
+        r = self.run
+        return {"params": r.trainer.params, "opt_state": r.trainer.opt_state, "steps": r.trainer.steps_done,
+                "labels": _copy_labels(r.labels), "log": copy.deepcopy(r.labeler.log), "rng": copy.deepcopy(r.rng),
+                "ledger": copy.deepcopy(r.ledger), "featurizer": r.retriever.featurizer,
+                "key": r.key, "processed": r.processed,
+                "executed": [set(w.executed) for w in self.window]}
+
+    def restore(self) -> None:
+        """Back to the warm-up checkpoint (jax arrays are immutable: sharing them is a copy), re-bound to
+        this study's domain (another study may have used the shared run since)."""
+        s, r = self._snap, self.run
+        _bind(r, self.domain, self.executor, s["featurizer"], copy.deepcopy(s["log"]), copy.deepcopy(s["ledger"]))
+        r.trainer.params, r.trainer.opt_state, r.trainer.steps_done = s["params"], s["opt_state"], s["steps"]
+        r.labels = _copy_labels(s["labels"])
+        r.rng, r.key, r.processed = copy.deepcopy(s["rng"]), s["key"], s["processed"]
+        for w, ex in zip(self.window, s["executed"]):
+            w.executed = set(ex)
+        r.train_log.windows.clear()
+
+    def curve(self, strategy: str, budgets: Sequence[int], *, key_seed: int = 0) -> dict:
+        """Held-out metrics after each cumulative probe budget in ``budgets`` (``0`` first)."""
+        self.restore()
+        run = self.run
+        run.key = jax.random.PRNGKey(key_seed)
+        out = {"strategy": strategy, "budgets": [0], "probes": [0], **{k: [v] for k, v in self.warm.items()},
+               "window": [ranking_metrics(run, self.domain, self.window_tasks)["pairwise"]], "mean_true": []}
+        done = 0
+        for b in budgets:
+            inc = int(b) - done
+            if inc <= 0:
+                raise ValueError(f"budgets must increase, got {list(budgets)}")
+            labels = run.probe_window(self.window, budget=inc, strategy=strategy)
+            done = int(b)
+            m = ranking_metrics(run, self.domain, self.heldout)
+            out["budgets"].append(done)
+            out["probes"].append(out["probes"][-1] + len(labels))
+            for k, v in m.items():
+                out[k].append(v)
+            out["window"].append(ranking_metrics(run, self.domain, self.window_tasks)["pairwise"])
+            out["mean_true"].append(float(np.mean([self.domain.true_uplift(lab.task_id, lab.members)
+                                                   for lab in labels])) if labels else math.nan)
+        self.restore()
+        return out
+
+
+_STUDIES: dict[int, ProbeStudy] = {}
+
+
+def probe_curve(strategy: str, seed: int, budgets: Sequence[int]) -> dict:
+    """``ProbeStudy(seed).curve(strategy, budgets)`` with the study (warm-up checkpoint) cached per seed,
+    so every strategy of a seed starts from the same checkpoint."""
+    if seed not in _STUDIES:
+        _STUDIES[seed] = ProbeStudy(seed)
+    return _STUDIES[seed].curve(strategy, budgets)
+
+
+def paired_bootstrap(diffs: Sequence[float], *, n_boot: int = 10_000, level: float = 0.95, seed: int = 0
+                     ) -> tuple[float, float, float]:
+    """Mean of paired differences and its percentile bootstrap interval."""
+    d = np.asarray(diffs, float)
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
+    a = (1 - level) / 2
+    return float(d.mean()), float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
