@@ -288,6 +288,25 @@ def _upliftmem_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upliftmem_probes(args: argparse.Namespace) -> int:
+    from cfjax.experiments.uplift_probes import probes_main
+
+    probes_main(suites=args.suite, out=args.out, quick=args.quick, seeds=args.seeds or (0,), log=_log,
+                existing=_existing(args))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from cfjax.experiments.compare import compare_main
+    from cfjax.experiments.countermem import resolve_suites
+
+    suites = resolve_suites(args.suite)
+    _check_sandbox(args, suites)
+    compare_main(suites=suites, out=args.out, quick=args.quick, workers=args.workers, backbone=_backbone(args),
+                 log=_log, existing=_existing(args))
+    return 0
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from cfjax.experiments.sweep import DEFAULT_GRID, run_sweep
 
@@ -443,6 +462,32 @@ def build_parser() -> argparse.ArgumentParser:
     _out_flags(ur, force="replace a run already in --out: remove config.toml, results.json, report.txt, success.png, "
                          "suites/ and <suite>/ the run wrote (other files are kept)", resume=None)
     ur.set_defaults(func=_upliftmem_run)
+    upr = ups.add_parser("probes", parents=[common],
+                         help="EVSI, random, MC-STD and EIG probing from the same warm-up checkpoint and fixed store "
+                              "at budgets 20-200 (RQ4): cumulative success and mean reward")
+    upr.add_argument("--suite", default="sql", help="sql | pybugs | sat | all (default: sql)")
+    upr.add_argument("--out", required=True, help="output directory")
+    upr.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="training seeds (default: 0)")
+    upr.add_argument("--quick", action="store_true", help="budgets 5 10 20 on 16 tasks per split (smoke run)")
+    _out_flags(upr, force="replace probes.json, probes.txt, probes.png and suites/ in --out", resume=None)
+    upr.set_defaults(func=_upliftmem_probes)
+
+    co = sub.add_parser("compare", parents=[common],
+                        help="none, CounterMem, Anti-Persistence and UpliftMem on the same held-out tasks, backbone "
+                             "and seeds: one table and one figure with paired intervals and each method's cost")
+    co.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
+    co.add_argument("--out", required=True, help="output directory")
+    co.add_argument("--quick", action="store_true", help="one seed, 16 tasks per split, each method's smoke preset")
+    co.add_argument("--workers", type=_pos_int, default=None, help="worker processes (default: min(2, CPUs))")
+    co.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
+                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server)")
+    co.add_argument("--allow-weak-sandbox", action="store_true",
+                    help="run a real model's code on the Python suite even when a sandbox layer is missing")
+    co.add_argument("--base-url", default=None, help="OpenAI-compatible API root")
+    co.add_argument("--model", default=None, help="model name the server expects")
+    _out_flags(co, force="replace a comparison already in --out (config.toml, results.json, report.txt, "
+                         "compare.png, suites/, <suite>/; other files are kept)", resume=None)
+    co.set_defaults(func=_compare)
 
     sw = sub.add_parser("sweep", parents=[common],
                         help="the pre-registered sensitivity sweep over the simulator's competence")

@@ -246,6 +246,12 @@ class ScriptedBackbone(TextBackbone):
           ``p_out_of_scope·a`` and misleads where its pattern occurs;
         * a ``FIX`` note is followed (``p_follow_guidance·a``) only when a ``TRIGGER`` note with the same
           tag is shown and its phrase occurs — linked notes help only together (complementary);
+        * ``RULE`` lines under :data:`~cfjax.llm.prompts.FACTUAL_NOTES_HEADER` (patterns noted in raw past
+          records, e.g. an Anti-Persistence trajectory shown as a memory) are picked up with a further
+          factor ``p_pick_up_factual``;
+        * an ``EDIT: b -> a`` line of a stored correction without RULE lines (a CounterMem record shown as a
+          memory) is carried with ``(1 − p_ignore_record)·a`` — like REVISE_WITH_RECORD, the executor does
+          not check a record's condition: whether it applies is the retriever's business;
         * when a memory and its update (a memory whose ``SUPERSEDES:`` line names it) are both shown, the
           outdated one is followed instead of the update with ``p_outdated_confusion`` (then under the
           rules above), else it is ignored; an outdated memory shown alone is just a memory.
@@ -255,6 +261,7 @@ class ScriptedBackbone(TextBackbone):
         c = self.config
         blocks = prompts.split_memory_set(memory.text)
         adh = 1.0 / (1.0 + prompts.count_tokens(memory.text) / c.adherence_tokens)
+        texts = dict(blocks)
         parsed = {mid: prompts.parse_memory_lines(text) for mid, text in blocks}
         updated_by = {p.supersedes: mid for mid, p in parsed.items() if p.supersedes in parsed and p.supersedes != mid}
         triggers = {tag: cue for p in parsed.values() for tag, cue in p.triggers}
@@ -272,9 +279,13 @@ class ScriptedBackbone(TextBackbone):
             if newer_of is not None and draw(newer_of, "outdated") < c.p_outdated_confusion:
                 continue  # confused: the outdated memory was followed instead of this update
             steps = []
-            for rule_id, cue, before, after in p.rules:
+            for rule_id, cue, before, after, noted in prompts.parse_rule_sections(texts[mid]):
                 in_scope = cue is None or contains_phrase(q, cue)
-                steps.append((rule_id, before, after, (c.p_follow_guidance if in_scope else c.p_out_of_scope) * adh))
+                prob = (c.p_follow_guidance if in_scope else c.p_out_of_scope) * adh
+                steps.append((rule_id, before, after, prob * (c.p_pick_up_factual if noted else 1.0)))
+            edit = prompts.parse_edit_line(texts[mid])
+            if edit is not None and not p.rules:  # a stored correction (CounterMem record): no scope of its own
+                steps.append(("edit", edit[0], edit[1], (1.0 - c.p_ignore_record) * adh))
             for tag, before, after in p.fixes:
                 cue = triggers.get(tag)
                 if cue is not None and contains_phrase(q, cue):

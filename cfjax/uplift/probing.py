@@ -45,7 +45,7 @@ from cfjax.kernels.evsi import blr_posterior
 from cfjax.types import Task
 from cfjax.uplift.core import Memory, set_key
 from cfjax.uplift.retrieval import Candidates, Retriever
-from cfjax.uplift.scorer import LabelStore, ScorerTrainer
+from cfjax.uplift.scorer import LabelStore, ScorerTrainer, pad_rows
 
 __all__ = ["WindowTask", "Window", "neighbourhood", "build_window", "acquire", "posterior_cov"]
 
@@ -109,7 +109,11 @@ def posterior_cov(trainer: ScorerTrainer, labels: LabelStore, cfg: ProbingSectio
     ctx, rows, mask, y = labels.arrays()
     phi = trainer.features(ctx, rows, mask)
     G = trainer.scores(ctx, rows, mask)
-    _, cov = _blr(jnp.asarray(phi), jnp.asarray(y - G), jnp.ones(len(y), bool), cfg.prior_precision,
+    n, b = len(y), pad_rows(len(y))  # padded rows are masked out of the regression (one compile per size class)
+    x = np.zeros((b, phi.shape[1]), np.float32)
+    r = np.zeros((b,), np.float32)
+    x[:n], r[:n] = phi, y - G
+    _, cov = _blr(jnp.asarray(x), jnp.asarray(r), jnp.asarray(np.arange(b) < n), cfg.prior_precision,
                   cfg.blr_noise_var)
     return np.asarray(cov)
 

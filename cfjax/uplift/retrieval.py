@@ -32,7 +32,7 @@ from cfjax.kernels.setscore import make_score_fn
 from cfjax.types import Task
 from cfjax.uplift.core import Memory
 from cfjax.uplift.pool import MemoryPool
-from cfjax.uplift.scorer import Featurizer, ScorerTrainer
+from cfjax.uplift.scorer import Featurizer, ScorerTrainer, pad_rows
 
 __all__ = ["Candidates", "Retriever", "native_topk"]
 
@@ -84,10 +84,6 @@ def _compiled(model, k_max: int, width: int, tau: float):
             jax.jit(jax.vmap(sample, in_axes=(None, 0, 0, 0, 0, 0, 0))))
 
 
-def _bucket(n: int) -> int:
-    return max(8, 1 << max(0, (n - 1).bit_length()))
-
-
 class Retriever:
     """Recall + packing + the jitted beam search / path sampler for one scorer.
 
@@ -121,7 +117,7 @@ class Retriever:
         return Candidates(task, mems, self.featurizer.context(task), rows, costs, valid, sims)
 
     def _stack(self, cands: Sequence[Candidates]):
-        b = _bucket(len(cands))
+        b = pad_rows(len(cands))
         pad = [cands[0]] * (b - len(cands))
         allc = list(cands) + pad
         return (np.stack([c.ctx for c in allc]), np.stack([c.rows for c in allc]), np.stack([c.costs for c in allc]),

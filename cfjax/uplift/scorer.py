@@ -179,29 +179,57 @@ def _compiled(hidden: int, features: int, loss_cfg, lr: float, clip: float, k_ma
     log_prob = make_path_log_prob(score, k_max=k_max, tau=loss_cfg.tau_tr)
     tx = _optimizer(lr, clip)
 
-    def loss_fn(params, batch, paths, w_value, w_policy):
+    def value_part(params, batch):
         ctx, rows, mask, y, valid = batch
         per_set = jax.vmap(score, in_axes=(None, None, 0, 0))  # over M labels of one task
         G = jax.vmap(per_set, in_axes=(None, 0, 0, 0))(params, ctx, rows, mask)  # f32[B, M]
-        lv, _ = value_loss(G, y, valid, loss_cfg)
+        return value_loss(G, y, valid, loss_cfg)[0]
+
+    def value_only(params, batch, paths, w_value, w_policy):
+        lv = value_part(params, batch)
+        return w_value * lv, (lv, jnp.zeros((), jnp.float32))
+
+    def loss_fn(params, batch, paths, w_value, w_policy):
+        lv = value_part(params, batch)
         p_ctx, p_pool, p_costs, p_valid, p_budget, p_actions, p_y, p_mask = paths
         lp = jax.vmap(log_prob, in_axes=(None, 0, 0, 0, 0, 0, 0))(params, p_ctx, p_pool, p_costs, p_valid,
                                                                  p_budget, p_actions)
         lpol = policy_loss(lp.total, lp.length, p_y, p_mask, loss_cfg)
         return w_value * lv + w_policy * lpol, (lv, lpol)
 
-    def update(params, opt_state, batches, paths, w_value, w_policy):
-        def step(carry, batch):
-            p, o = carry
-            (loss, (lv, lpol)), g = jax.value_and_grad(loss_fn, has_aux=True)(p, batch, paths, w_value, w_policy)
-            upd, o = tx.update(g, o, p)
-            return (optax.apply_updates(p, upd), o), (loss, lv, lpol)
+    def make_update(objective):
+        def update(params, opt_state, batches, paths, w_value, w_policy):
+            def step(carry, batch):
+                p, o = carry
+                (loss, (lv, lpol)), g = jax.value_and_grad(objective, has_aux=True)(p, batch, paths, w_value,
+                                                                                     w_policy)
+                upd, o = tx.update(g, o, p)
+                return (optax.apply_updates(p, upd), o), (loss, lv, lpol)
 
-        (params, opt_state), (loss, lv, lpol) = jax.lax.scan(step, (params, opt_state), batches)
-        return params, opt_state, loss, lv, lpol
+            (params, opt_state), (loss, lv, lpol) = jax.lax.scan(step, (params, opt_state), batches)
+            return params, opt_state, loss, lv, lpol
 
-    return (jax.jit(update), jax.jit(jax.vmap(score, in_axes=(None, 0, 0, 0))),
+        return jax.jit(update)
+
+    # two programs: with the policy term, and value-only (warm-up, w_policy = 0, no paths) — the policy's
+    # path log-probabilities over N extensions per step are most of an update's cost
+    return ((make_update(loss_fn), make_update(value_only)), jax.jit(jax.vmap(score, in_axes=(None, 0, 0, 0))),
             jax.jit(jax.vmap(phi, in_axes=(None, 0, 0, 0))))
+
+
+def pad_rows(n: int) -> int:
+    """Batch sizes are padded to a power of two (at least 8), so a run compiles each program a few times."""
+    return max(8, 1 << max(0, (n - 1).bit_length()))
+
+
+def _padded_call(fn, params, *arrays: np.ndarray) -> np.ndarray:
+    """``fn(params, *arrays)`` on arrays zero-padded along axis 0 to :func:`pad_rows`, sliced back (exact:
+    the programs are vmapped over that axis, so padding rows never touch the others)."""
+    n = arrays[0].shape[0]
+    b = pad_rows(n)
+    if b > n:
+        arrays = tuple(np.concatenate([np.asarray(a), np.zeros((b - n,) + a.shape[1:], a.dtype)]) for a in arrays)
+    return np.asarray(fn(params, *arrays))[:n]
 
 
 class ScorerTrainer:
@@ -251,7 +279,9 @@ class ScorerTrainer:
         t = self.cfg.training
         batches = labels.minibatches(rng, steps=steps, tasks=t.minibatch_tasks, per_task=t.labels_per_task)
         pa = self._path_arrays(paths, t.update_every)
-        self.params, self.opt_state, loss, lv, lpol = self._update(
+        with_policy, value_only = self._update
+        fn = with_policy if (w_policy != 0.0 and len(paths) > 0) else value_only
+        self.params, self.opt_state, loss, lv, lpol = fn(
             self.params, self.opt_state, batches, pa, jnp.float32(w_value), jnp.float32(w_policy))
         self.steps_done += steps
         return UpdateMetrics(np.asarray(loss), np.asarray(lv), np.asarray(lpol))
@@ -261,13 +291,13 @@ class ScorerTrainer:
         """``G(c, S)`` for ``n`` sets: ``ctx f32[n, d]``, ``rows f32[n, K', d_m]``, ``mask bool[n, K']``."""
         if len(ctx) == 0:
             return np.zeros((0,), np.float32)
-        return np.asarray(self._scores(self.params, ctx, rows, mask))
+        return _padded_call(self._scores, self.params, ctx, rows, mask)
 
     def features(self, ctx: np.ndarray, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """``φ(c, S)`` ``f32[n, F]`` (0 for ``∅``)."""
         if len(ctx) == 0:
             return np.zeros((0, self.cfg.scorer.features), np.float32)
-        return np.asarray(self._features(self.params, ctx, rows, mask))
+        return _padded_call(self._features, self.params, ctx, rows, mask)
 
     def score_fn(self):
         """``score(context, pool, members)`` bound to the current parameters (for the beam kernel)."""

@@ -31,8 +31,8 @@ charged to the ledger); the utility is ``synthetic`` (``γ = 0``: ``U = R``).
 
 **Texts.** A task's question names its two topic words (pseudo-words). A memory's text carries its
 kind word (``helpful``, ``harmful``, ``pairA``, ``clashB`` — the only cue of its effect's sign, shared
-by every task, so a scorer can generalise to held-out tasks) and one or both topic words of its task,
-sometimes a topic word of another task, and a unique word. Recall is the task's own store in cosine
+by every task, so a scorer can generalise to held-out tasks), both topic words of its task (probability
+½, else one of them), a topic word of another task (probability 0.3), and a unique word. Recall is the task's own store in cosine
 order of the hashed embeddings (:meth:`SyntheticDomain.recall`), which is unrelated to the effects.
 
 **Metrics** (:func:`ranking_metrics`): over tasks and *every* feasible set up to ``K`` (``∅``
@@ -40,11 +40,16 @@ included, ``G(c, ∅) = Δ(c, ∅) = 0``), the Kendall-style pairwise accuracy o
 (pairs with ``|Δ_a − Δ_b| > 1e-9``; a tie in ``G`` counts ½) and the top-1 regret
 ``max_S Δ − Δ(argmax_S G)``.
 
-**Probe curves** (:class:`ProbeStudy`, :func:`probe_curve`): one warm-up checkpoint per seed
-(bootstrap probing on the build tasks, value-only warm-up, one sampled retrieval path with its label
-per window task); each curve restores that checkpoint (parameters, optimiser state, labels, log,
-random state) and calls :meth:`~cfjax.uplift.pipeline.UpliftRun.probe_window` on the same window tasks
-with budget increments, recording the held-out ranking metrics after each acquisition + update.
+**Probe curves** (:class:`ProbeStudy`, :func:`probe_curve`). Per seed: a fresh domain of 40 tasks
+(16 build, 8 window, 16 held-out), ``K = 3`` (every store has 92 feasible non-empty sets), the config
+:func:`synthetic_config`, and one warm-up checkpoint: bootstrap probing on the build tasks (2 random
+sets each), 64 value-only warm-up steps, one sampled retrieval path with its label per window task.
+Each curve restores that checkpoint (parameters, optimiser state, labels, log, ledger, random state,
+acquisition key) and calls :meth:`~cfjax.uplift.pipeline.UpliftRun.probe_window` on the same window
+tasks with budget increments — each event acquires, labels and makes one update of
+``steps_per_update`` steps — recording the held-out ranking metrics after each event. Strategy
+``"none"`` is the control: the same updates, no new label. The figures observed with this protocol
+are in ``tests/uplift/test_synthetic.py``.
 """
 
 from __future__ import annotations
@@ -61,9 +66,9 @@ import numpy as np
 
 from cfjax.config.uplift import ProbingSection, RetrievalSection, TrainingSection, UpliftConfig
 from cfjax.infra.ledger import Ledger
+from cfjax.kernels.setscore import init_params
 from cfjax.llm.prompts import count_tokens
 from cfjax.types import Outcome, Task
-from cfjax.kernels.setscore import init_params
 from cfjax.uplift.core import Execution, ExecutionLog, Labeler, Memory, set_key
 from cfjax.uplift.pipeline import TrainLog, UpliftRun
 from cfjax.uplift.pool import MemoryPool
@@ -71,7 +76,8 @@ from cfjax.uplift.probing import WindowTask
 from cfjax.uplift.scorer import Featurizer, LabelStore
 
 __all__ = ["KINDS", "KIND_WORDS", "SyntheticSpec", "SyntheticDomain", "SyntheticExecutor", "synthetic_config",
-           "feasible_sets", "ranking_metrics", "attach_run", "ProbeStudy", "probe_curve", "paired_bootstrap"]
+           "feasible_sets", "set_ranking", "ranking_metrics", "attach_run", "ProbeStudy", "study", "probe_curve",
+           "paired_bootstrap"]
 
 #: the store layout of every task (eight memories)
 KINDS = ("helpful", "helpful", "harmful", "harmful", "pair", "pair", "clash", "clash")
@@ -224,9 +230,25 @@ def feasible_sets(memories: Sequence[Memory], k: int, budget: float) -> list[tup
     return out
 
 
+def set_ranking(G: np.ndarray, D: np.ndarray) -> tuple[float, float, float]:
+    """One task's ``(pairwise accuracy, top-1 regret, top-1 hit)`` of scores ``G`` against true uplifts
+    ``D`` over the same sets (module docstring: pairs with ``|D_a − D_b| > 1e-9``, a ``G`` tie counts ½;
+    the argmax of ``G`` takes the first of equal scores)."""
+    G, D = np.asarray(G, float), np.asarray(D, float)
+    iu = np.triu_indices(len(D), 1)
+    dD = (D[:, None] - D[None, :])[iu]
+    dG = (G[:, None] - G[None, :])[iu]
+    keep = np.abs(dD) > 1e-9
+    score = np.where(dG * dD > 0, 1.0, np.where(dG == 0, 0.5, 0.0))
+    acc = float(score[keep].mean()) if keep.any() else 1.0
+    best = int(np.argmax(G))
+    return acc, float(D.max() - D[best]), float(D[best] >= D.max() - 1e-9)
+
+
 def ranking_metrics(run: UpliftRun, domain: SyntheticDomain, tasks: Sequence[Task]) -> dict[str, float]:
-    """Pairwise accuracy of ``G`` vs ``Δ`` and top-1 regret (module docstring), averaged over ``tasks``."""
-    acc, regret, top1 = [], [], []
+    """Pairwise accuracy of ``G`` vs ``Δ`` and top-1 regret over every feasible set up to ``K`` and ``∅``
+    (module docstring), averaged over ``tasks``."""
+    rows = []
     for t in tasks:
         cands = run.retriever.candidates(t)
         sets = feasible_sets(cands.memories, run.k_max, run.retriever.budget)
@@ -234,17 +256,9 @@ def ranking_metrics(run: UpliftRun, domain: SyntheticDomain, tasks: Sequence[Tas
         G = np.concatenate([[0.0], run.trainer.scores(np.stack([a[0] for a in arrs]), np.stack([a[1] for a in arrs]),
                                                       np.stack([a[2] for a in arrs]))])
         D = np.array([0.0] + [domain.true_uplift(t, s) for s in sets])
-        dD = D[:, None] - D[None, :]
-        dG = G[:, None] - G[None, :]
-        iu = np.triu_indices(len(D), 1)
-        dD, dG = dD[iu], dG[iu]
-        keep = np.abs(dD) > 1e-9
-        score = np.where(dG * dD > 0, 1.0, np.where(dG == 0, 0.5, 0.0))
-        acc.append(float(score[keep].mean()))
-        best = int(np.argmax(G))
-        regret.append(float(D.max() - D[best]))
-        top1.append(float(D[best] >= D.max() - 1e-9))
-    return {"pairwise": float(np.mean(acc)), "regret": float(np.mean(regret)), "top1": float(np.mean(top1))}
+        rows.append(set_ranking(G, D))
+    acc, regret, top1 = np.mean(rows, axis=0)
+    return {"pairwise": float(acc), "regret": float(regret), "top1": float(top1)}
 
 
 def _copy_labels(store):
@@ -255,22 +269,6 @@ def _copy_labels(store):
 
 
 _RUNS: dict[UpliftConfig, UpliftRun] = {}
-
-
-def _padded(fn):
-    """``fn(params, ctx[n], rows[n], mask[n])`` with ``n`` padded to a power of two (≥ 8) and the result
-    sliced back. Only compilation changes (the scorer is vmapped over sets, so padding rows do not
-    touch the others): :meth:`ScorerTrainer.scores`/``features`` pass the raw ``n`` (the number of
-    labels, or of a window's sets), which recompiles the jitted functions at every new ``n``."""
-    def call(params, ctx, rows, mask):
-        n = ctx.shape[0]
-        b = max(8, 1 << max(0, (n - 1).bit_length()))
-        if b > n:
-            ctx, rows, mask = (np.concatenate([np.asarray(a), np.zeros((b - n,) + a.shape[1:], a.dtype)])
-                               for a in (ctx, rows, mask))
-        return np.asarray(fn(params, ctx, rows, mask))[:n]
-
-    return call
 
 
 def _bind(run: UpliftRun, domain: SyntheticDomain, executor: SyntheticExecutor, featurizer: Featurizer,
@@ -291,8 +289,6 @@ def attach_run(cfg: UpliftConfig, domain: SyntheticDomain, executor: SyntheticEx
     if run is None:
         run = _RUNS[cfg] = UpliftRun(cfg, executor, domain="synthetic", k_max=3, writer_backbone=None,
                                      pool=domain.pool, recall=domain.recall)
-        tr = run.trainer
-        tr._scores, tr._features = _padded(tr._scores), _padded(tr._features)
     tr = run.trainer
     tr.params = init_params(tr.model, jax.random.PRNGKey(seed), n_pool=tr.k_max, d_context=tr.d_ctx,
                             d_member=tr.d_mem)
@@ -375,7 +371,10 @@ class ProbeStudy:
         r.train_log.windows.clear()
 
     def curve(self, strategy: str, budgets: Sequence[int], *, key_seed: int = 0) -> dict:
-        """Held-out metrics after each cumulative probe budget in ``budgets`` (``0`` first)."""
+        """Held-out metrics after each cumulative probe budget in ``budgets`` (``0`` first).
+
+        ``strategy`` is a probing strategy of :data:`cfjax.config.uplift.STRATEGIES`, or ``"none"``: the
+        control with the same scorer updates as a probing event makes and no new label."""
         self.restore()
         run = self.run
         run.key = jax.random.PRNGKey(key_seed)
@@ -386,7 +385,11 @@ class ProbeStudy:
             inc = int(b) - done
             if inc <= 0:
                 raise ValueError(f"budgets must increase, got {list(budgets)}")
-            labels = run.probe_window(self.window, budget=inc, strategy=strategy)
+            if strategy == "none":
+                labels = []
+                run._update(run.cfg.training.steps_per_update, policy=True)
+            else:
+                labels = run.probe_window(self.window, budget=inc, strategy=strategy)
             done = int(b)
             m = ranking_metrics(run, self.domain, self.heldout)
             out["budgets"].append(done)
@@ -403,12 +406,17 @@ class ProbeStudy:
 _STUDIES: dict[int, ProbeStudy] = {}
 
 
-def probe_curve(strategy: str, seed: int, budgets: Sequence[int]) -> dict:
-    """``ProbeStudy(seed).curve(strategy, budgets)`` with the study (warm-up checkpoint) cached per seed,
-    so every strategy of a seed starts from the same checkpoint."""
+def study(seed: int) -> ProbeStudy:
+    """The default :class:`ProbeStudy` of ``seed`` (built once, then cached)."""
     if seed not in _STUDIES:
         _STUDIES[seed] = ProbeStudy(seed)
-    return _STUDIES[seed].curve(strategy, budgets)
+    return _STUDIES[seed]
+
+
+def probe_curve(strategy: str, seed: int, budgets: Sequence[int]) -> dict:
+    """``study(seed).curve(strategy, budgets)``: every strategy of a seed starts from the same warm-up
+    checkpoint (:meth:`ProbeStudy.curve`)."""
+    return study(seed).curve(strategy, budgets)
 
 
 def paired_bootstrap(diffs: Sequence[float], *, n_boot: int = 10_000, level: float = 0.95, seed: int = 0
