@@ -8,10 +8,10 @@ probe window is formed from every training task with its retrieval path sampled 
 checkpoint (the same window for every strategy). Each strategy — EVSI (``p ∝ exp(V/τ_evsi)``), random,
 MC-STD and EIG (:mod:`cfjax.kernels.probes`) — starts from the checkpoint's parameters, optimiser state
 and labels, and acquires probes incrementally up to each budget in ``budgets`` (20, 50, 80, 100, 120,
-150, 200): after each increment the new paired labels are added and the scorer takes
-``steps_per_update`` value steps, the window is rebuilt under the updated scorer (already executed
-sets leave the pool), and the checkpoint is evaluated on the held-out tasks (beam search, one draft
-seed). Reported per strategy and budget: the checkpoint's success and mean reward ``R``, and the
+150, 200): after each increment the new paired labels are added and the scorer takes one update
+(``steps_per_update`` steps; value-only, as probes carry no retrieval paths); the window is rebuilt
+under the updated scorer (already executed sets leave the pool), and the checkpoint is evaluated on
+the held-out tasks (beam search, one draft seed). Reported per strategy and budget: the checkpoint's success and mean reward ``R``, and the
 *cumulative success* — the fraction of held-out tasks solved by at least one checkpoint up to that budget
 (the warm-up checkpoint included) — with paired task-bootstrap intervals of EVSI minus each other
 strategy.
@@ -82,9 +82,8 @@ def _one_seed(suite, cfg: UpliftConfig, seed: int, strategies: Sequence[str], bu
         rewards = [float(np.mean(res0.rewards["upliftmem"][0]))]
         acquired, curve = 0, []
         for b in budgets:
-            labels = run.probe_window(window, budget=b - acquired, strategy=strat)
+            labels = run.probe_window(window, budget=b - acquired, strategy=strat)  # labels + one update
             acquired += len(labels)
-            run._update(cfg.training.steps_per_update, policy=False)
             res = run.evaluate(evals, repeats=1, rows=("upliftmem",))
             solved.append(res.outcomes["upliftmem"][0])
             rewards.append(float(np.mean(res.rewards["upliftmem"][0])))

@@ -1,0 +1,337 @@
+"""UpliftMem's controlled retrieval on the fixed stores of the other two methods (CounterMem, Anti-Persistence).
+
+papers/upliftmem.md §5.3 (RQ2), App. D.2: *the store and the executor are held fixed, only the retriever
+changes* — here on the built-in domains (``sql``, ``pybugs``, ``sat``) instead of the MemSyco-like suite
+(:mod:`cfjax.experiments.uplift_controlled` is the same swap there).
+
+Per suite (split ``cfg.split_seed``, ``cfg.max_tasks`` tasks per split with :func:`cfjax.experiments.uplift.quick_config`):
+
+* **the stores**, each built on ``T_build`` only with the scripted backbone, then frozen:
+
+  - ``countermem`` — :func:`cfjax.countermem.pipeline.construct` (Algorithm 1 lines 3–14: verified
+    contrasts, admission, retention, freeze). Every record of the frozen store becomes one memory
+    ``cm<record id>`` whose text is the record as CounterMem's agent shows it to its reviser
+    (:meth:`cfjax.countermem.store.Record.render`: SITUATION / EDIT / ORIGINAL / IMPROVED / EVIDENCE /
+    APPLIES WHEN). The executor carries a record's ``EDIT: b -> a`` line and does not check its
+    condition — that is the retriever's job.
+  - ``antipersist`` — :func:`cfjax.antipersist.protocol.run_method` with the ``anti_persistence`` row
+    (mode selection, synthesized guidance used and discarded, trajectories persisted), one iteration
+    over every ``T_build`` task once, no held-out evaluation; ``state.trajectories`` is the store.
+    Trajectory ``i`` becomes memory ``tr<i>``: its factual rendering with the patterns a reader can
+    note in it under :data:`~cfjax.llm.prompts.FACTUAL_NOTES_HEADER`
+    (:func:`~cfjax.antipersist.guidance.render_factual` of that one trajectory with its
+    :func:`~cfjax.antipersist.guidance.factual_rules`) — what mode ``none`` shows an agent.
+    (``ap_row="trajectory_memory"`` builds the trajectory-memory baseline's store instead.)
+
+* **the pool**: those memories, ids unchanged, admitted in a :class:`cfjax.uplift.MemoryPool`; recall is
+  the pool's own (FAISS, ``N = cfg.retrieval.recall``), so both retrievers see the same candidates;
+* **the executor**: one :class:`cfjax.uplift.AgentExecutor` per suite (the scripted backbone,
+  ``cfg.backbone_seed``), shared by both stores;
+* **the retrievers**: ``similarity_topk`` (native: :func:`cfjax.uplift.retrieval.native_topk` over the
+  recall order) and ``upliftmem`` (the trained scorer, beam search). UpliftMem trains with
+  ``writer_backbone=None`` (nothing is written; the store stays as built): bootstrap probing on the
+  training stream ``T_train ∪ T_val`` (no-memory references and random feasible sets), value-only
+  warm-up, ``epochs`` passes over the stream with EVSI probing; evaluation on ``T_eval`` with the fixed
+  checkpoint, rows ``no_memory``, ``similarity_topk``, ``upliftmem``. The store conversion, training and
+  evaluation run under :func:`cfjax.types.answer_key_guard`.
+
+Statistics: per (suite, store) each row's success with a paired 95% task-bootstrap interval, and
+``upliftmem − similarity_topk`` paired over the same tasks and draft seeds
+(:func:`cfjax.experiments.uplift.summarize_rows`, :mod:`cfjax.experiments.stats`); per store over suites,
+each suite one cluster with equal weight.
+
+Run: ``python -m cfjax.experiments.uplift_stores [--quick] [--suite sql,pybugs,sat] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from cfjax.config import APConfig, CounterMemConfig, UpliftConfig
+from cfjax.experiments.stats import clusters_from_outcomes, fmt_interval, paired_difference
+from cfjax.experiments.uplift import METHOD, REFERENCE, quick_config, summarize_rows
+from cfjax.experiments.uplift_controlled import NATIVE
+from cfjax.infra.io import atomic_write_json
+from cfjax.llm.prompts import count_tokens
+from cfjax.llm.scripted import SCRIPTED_LABEL
+from cfjax.types import answer_key_guard
+from cfjax.uplift import AgentExecutor, Memory, MemoryPool, UpliftRun
+from cfjax.uplift.retrieval import native_topk
+
+__all__ = ["LABEL", "STORES", "ROWS", "countermem_memories", "antipersist_memories", "build_countermem",
+           "build_antipersist", "run_store_swap", "format_store_swap", "main"]
+
+LABEL = SCRIPTED_LABEL
+STORES = ("countermem", "antipersist")
+ROWS = (REFERENCE, NATIVE, METHOD)
+
+
+# --------------------------------------------------------------------------- stores → memories
+
+def countermem_memories(store, *, use_conditions: bool = True) -> list[Memory]:
+    """Every record of a (frozen) CounterMem store as one memory ``cm<record id>``, rendered as the agent
+    shows it to its reviser (:meth:`~cfjax.countermem.store.Record.render`)."""
+    out = []
+    for rid in sorted(store.records):
+        rec = store.records[rid]
+        text = rec.render(with_condition=use_conditions)
+        out.append(Memory(f"cm{rid}", text, count_tokens(text), rec.source_task, meta={"store": "countermem"}))
+    return out
+
+
+def antipersist_memories(trajectories, edits, *, max_rules: int) -> list[Memory]:
+    """Every stored trajectory as one memory ``tr<i>``: mode none's factual rendering of that trajectory
+    with the patterns a reader can note in it (:func:`~cfjax.antipersist.guidance.factual_rules`)."""
+    from cfjax.antipersist.guidance import factual_rules, render_factual
+
+    out = []
+    for i, t in enumerate(trajectories):
+        text = render_factual([t], factual_rules([t], edits, prefix=f"tr{i}", max_rules=max_rules))
+        out.append(Memory(f"tr{i}", text, count_tokens(text), t.task_id, meta={"store": "antipersist"}))
+    return out
+
+
+def build_countermem(suite, world, build: Sequence, *, seed: int, cfg: CounterMemConfig = CounterMemConfig()):
+    """CounterMem's store constructed on ``build`` with the scripted backbone, frozen."""
+    from cfjax.countermem.agent import Agent
+    from cfjax.countermem.pipeline import construct
+    from cfjax.countermem.store import MemoryStore
+    from cfjax.experiments.countermem import BackboneSpec
+
+    store = MemoryStore(cfg.store, cfg.retrieval, edits=suite.edits)
+    agent = Agent(BackboneSpec("scripted").make(suite, seed, cfg), world, cfg, store=store, envs=dict(suite.envs()),
+                  edits=suite.edits)
+    construct(agent, list(build), seed=seed)  # freezes the store (Algorithm 1, line 14)
+    return store
+
+
+def build_antipersist(suite, world, build: Sequence, *, seed: int, out_dir: Path, row: str = "anti_persistence",
+                      cfg: APConfig = APConfig()):
+    """Anti-Persistence's trajectory store: one iteration of ``row`` over every ``build`` task once (no
+    held-out evaluation), frozen. Returns the :class:`~cfjax.antipersist.protocol.MethodState`."""
+    from cfjax.antipersist.protocol import run_method
+    from cfjax.experiments.countermem import BackboneSpec
+
+    cfg = dataclasses.replace(cfg, iterations=1, tasks_per_iteration=len(build))
+    _, state = run_method(row, seed=seed, train_pool=list(build), eval_tasks=[],
+                          backbone=BackboneSpec("scripted").make(suite, seed, cfg), world=world, edits=suite.edits,
+                          cfg=cfg, out_dir=out_dir)
+    state.freeze()
+    return state
+
+
+# --------------------------------------------------------------------------- one (suite, store)
+
+def _swap(cfg: UpliftConfig, executor, suite_name: str, k: int, memories: Sequence[Memory], stream, tasks,
+          repeats: int, log: Callable[[str], None]) -> dict:
+    """Train UpliftMem on ``stream`` over the fixed pool of ``memories`` and evaluate ``tasks``."""
+    pool = MemoryPool(cfg.retrieval.embed_dim)
+    for m in memories:
+        pool.add(m)
+    offered: dict[str, list[str]] = {}
+
+    def recall(task):  # the pool's own recall, recorded
+        mems, sims = pool.recall(task, cfg.retrieval.recall)
+        offered[task.task_id] = [m.mem_id for m in mems]
+        return mems, sims
+
+    t0 = time.perf_counter()
+    run = UpliftRun(cfg, executor, domain=suite_name, k_max=k, writer_backbone=None, pool=pool, recall=recall,
+                    log=log)
+    run.bootstrap(stream)
+    run.warmup()
+    run.train(stream)
+    res = run.evaluate(tasks, repeats=repeats, rows=ROWS)
+    train = {"counts": run.counts(), "eval_counts": dict(run.eval_counts), "labels": len(run.labels),
+             "h_effective": run.train_log.h_effective, "updates": len(run.train_log.updates),
+             "windows": len(run.train_log.windows), "seconds": round(time.perf_counter() - t0, 2)}
+    by_id = {m.mem_id: m for m in memories}
+    native = [sorted(m.mem_id for m in native_topk([by_id[i] for i in offered[t.task_id]], k, run.retriever.budget))
+              for t in tasks]
+    checks = {
+        "pool_is_store": [m.mem_id for m in pool] == [m.mem_id for m in memories]
+        and all(pool.get(m.mem_id).text == m.text for m in memories),
+        "nothing_written": len(pool) == len(memories) and run.train_log.written == 0,
+        "native_is_topk_of_recall": all(list(s) == n for rep in res.sets[NATIVE] for s, n in zip(rep, native)),
+        "upliftmem_within_recall": all(len(s) <= k and set(s) <= set(offered[t.task_id])
+                                       for rep in res.sets[METHOD] for s, t in zip(rep, tasks)),
+        "no_memory_empty": all(s == () for rep in res.sets[REFERENCE] for s in rep),
+    }
+    return {"outcomes": res.outcomes, "rewards": res.rewards, "sets": {r: [[list(s) for s in rep] for rep in v]
+                                                                        for r, v in res.sets.items()},
+            "mean_set_size": {r: float(np.mean(v)) for r, v in res.set_sizes.items()},
+            "offered": {t.task_id: offered[t.task_id] for t in tasks}, "training": train, "checks": checks}
+
+
+def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_row: str, repeats: int, n_boot: int,
+           scratch: Path, log: Callable[[str], None]) -> dict:
+    from cfjax.domains import build_suite
+    from cfjax.experiments.antipersist import _open
+    from cfjax.experiments.countermem import BackboneSpec
+    from cfjax.experiments.uplift import _splits
+
+    build_suite(name, root)
+    suite, _, world = _open(name, str(root))
+    sp = _splits(suite, cfg)
+    stream, tasks = list(sp.train) + list(sp.val), list(sp.eval)
+    k = cfg.retrieval.k_for(tasks[0].domain)
+    executor = AgentExecutor(BackboneSpec("scripted").make(suite, cfg.backbone_seed, cfg), world, suite.edits,
+                             max_attempts=cfg.training.max_attempts)
+    seeds = [cfg.eval_seed + r for r in range(repeats)]
+    out: dict = {"split": {"seed": cfg.split_seed, "n_build": len(sp.build), "n_train": len(sp.train),
+                           "n_val": len(sp.val), "n_eval": len(tasks), "eval_task_ids": [t.task_id for t in tasks]},
+                 "k": k, "stores": {}}
+    refs = []  # (no-memory outcomes, rewards) of each store's run
+    for store in stores:
+        t0 = time.perf_counter()
+        if store == "countermem":
+            cm_cfg = CounterMemConfig()
+            cm = build_countermem(suite, world, sp.build, seed=cfg.backbone_seed, cfg=cm_cfg)
+            entries = [{"mem_id": f"cm{r}", "record": dataclasses.asdict(cm.records[r])} for r in sorted(cm.records)]
+            with answer_key_guard():
+                memories = countermem_memories(cm, use_conditions=cm_cfg.retrieval.use_conditions)
+            info = {"kind": "countermem", "records": len(cm), "frozen": cm.frozen}
+        else:
+            ap_cfg = APConfig()
+            st = build_antipersist(suite, world, sp.build, seed=cfg.backbone_seed, out_dir=scratch / f"{name}_ap",
+                                   row=ap_row, cfg=ap_cfg)
+            recs = list(st.trajectories.records)
+            entries = [{"mem_id": f"tr{i}", "trajectory": dataclasses.asdict(t)} for i, t in enumerate(recs)]
+            with answer_key_guard():
+                memories = antipersist_memories(recs, suite.edits, max_rules=ap_cfg.synthesis.max_rules)
+            info = {"kind": "antipersist", "row": ap_row, "trajectories": len(recs), "frozen": st.trajectories.frozen,
+                    "successes": int(sum(t.success for t in recs)), "with_notes": sum("RULE " in m.text for m in memories)}
+        info["build_seconds"] = round(time.perf_counter() - t0, 2)
+        info["mean_tokens"] = float(np.mean([m.tokens for m in memories])) if memories else 0.0
+        log(f"[{name}/{store}] store: {len(memories)} memories (mean {info['mean_tokens']:.0f} tokens), "
+            f"built on {len(sp.build)} tasks in {info['build_seconds']:.0f}s")
+        with answer_key_guard():
+            got = _swap(cfg, executor, name, k, memories, stream, tasks, repeats, log)
+        size_after = len(cm) if store == "countermem" else len(st.trajectories)
+        got["checks"]["store_unchanged"] = size_after == len(memories)
+        outcomes = {name: {str(cfg.split_seed): {"task_ids": [t.task_id for t in tasks], "seeds": seeds,
+                                                 "rows": got["outcomes"]}}}
+        table = summarize_rows(outcomes, ROWS, n_boot=n_boot)
+        delta = paired_difference(clusters_from_outcomes(outcomes), METHOD, NATIVE, n_boot=n_boot, seed=0).as_dict()
+        out["stores"][store] = {"store": info, "entries": entries,
+                                "memories": [{"mem_id": m.mem_id, "text": m.text, "tokens": m.tokens} for m in memories],
+                                "table": table, "delta": delta, **got, "outcomes": outcomes}
+        refs.append((got["outcomes"][REFERENCE], got["rewards"][REFERENCE]))
+        log(f"[{name}/{store}] native {fmt_interval(table[NATIVE]['success'])} → upliftmem "
+            f"{fmt_interval(table[METHOD]['success'])}, difference {fmt_interval(delta, signed=True)} "
+            f"({got['training']['seconds']:.0f}s)")
+    out["checks"] = {"no_memory_identical_across_stores": all(r == refs[0] for r in refs)}
+    return out
+
+
+# --------------------------------------------------------------------------- the experiment
+
+def run_store_swap(cfg: UpliftConfig, *, suites: Sequence[str] = ("sql",), stores: Sequence[str] = STORES,
+                   quick: bool = False, log: Callable[[str], None] = print, repeats: int | None = None,
+                   ap_row: str = "anti_persistence", n_boot: int = 2000, root: str | Path | None = None) -> dict:
+    """The store swap (module docstring). ``quick``: ``cfg`` through :func:`quick_config` (16 tasks per
+    split, one epoch, one evaluation repeat); otherwise ``cfg`` as given. ``root``: where the suites are
+    built (a temporary directory by default)."""
+    from cfjax.experiments.antipersist import _close_all
+
+    stores, suites = tuple(stores), tuple(suites)
+    for s in stores:
+        if s not in STORES:
+            raise ValueError(f"unknown store {s!r}; choose from {STORES}")
+    if not stores or not suites:
+        raise ValueError("need at least one suite and one store")
+    if ap_row not in ("anti_persistence", "trajectory_memory"):
+        raise ValueError(f"ap_row must be 'anti_persistence' or 'trajectory_memory', got {ap_row!r}")
+    cfg = quick_config(cfg) if quick else cfg
+    reps = cfg.eval_repeats if repeats is None else int(repeats)
+    log(f"store swap: suites {suites}, stores {stores}, {cfg.max_tasks or 'all'} tasks per split, "
+        f"{cfg.training.epochs} epoch(s), {reps} repeat(s) — {LABEL}")
+    by_suite = {}
+    with tempfile.TemporaryDirectory(prefix="cfjax-stores-") as tmp:
+        base = Path(root) if root is not None else Path(tmp) / "suites"
+        try:
+            for s in suites:
+                by_suite[s] = _suite(s, base / s, cfg, stores, ap_row, reps, n_boot, Path(tmp), log)
+        finally:
+            _close_all()
+    summary = {}
+    for st in stores:
+        outcomes = {s: by_suite[s]["stores"][st]["outcomes"][s] for s in suites}
+        summary[st] = {"table": summarize_rows(outcomes, ROWS, n_boot=n_boot),
+                       "delta": paired_difference(clusters_from_outcomes(outcomes), METHOD, NATIVE, n_boot=n_boot,
+                                                  seed=0).as_dict(),
+                       "mean_set_size": {r: float(np.mean([by_suite[s]["stores"][st]["mean_set_size"][r]
+                                                           for s in suites])) for r in ROWS}}
+    return {"label": LABEL, "suites": list(suites), "stores": list(stores), "rows": list(ROWS), "ap_row": ap_row,
+            "repeats": reps, "eval_seeds": [cfg.eval_seed + r for r in range(reps)], "quick": quick,
+            "config": {"max_tasks": cfg.max_tasks, "split_seed": cfg.split_seed, "epochs": cfg.training.epochs,
+                       "warmup_steps": cfg.training.warmup_steps, "steps_per_update": cfg.training.steps_per_update,
+                       "bootstrap_sets": cfg.training.bootstrap_sets, "probe_budget": cfg.probing.budget,
+                       "recall": cfg.retrieval.recall, "token_budget": cfg.retrieval.token_budget,
+                       "backbone_seed": cfg.backbone_seed},
+            "by_suite": by_suite, "summary": summary if len(suites) > 1 else None}
+
+
+def format_store_swap(payload: dict) -> str:
+    """Per suite × store: native vs UpliftMem held-out success with intervals, their paired difference and
+    the mean set sizes (and, over several suites, per store with equal suite weights)."""
+    lines = [f"Store swap: fixed store, fixed executor, only the retriever changes — {payload['label']}",
+             f"held-out success % [95% task-bootstrap CI]; difference = upliftmem − native, paired (points); "
+             f"{payload['repeats']} eval repeat(s), {payload['config']['max_tasks'] or 'all'} tasks per split",
+             f"{'suite':<7} {'store':<12} {'|M|':>4} {'no memory':>20} {'native':>20} {'upliftmem':>20} "
+             f"{'difference':>22} {'|S| nat':>8} {'|S| um':>7}"]
+    lines.append("-" * len(lines[-1]))
+
+    def row(scope: str, store: str, size, table: dict, delta: dict, sizes: dict) -> str:
+        return (f"{scope:<7} {store:<12} {size!s:>4} {fmt_interval(table[REFERENCE]['success']):>20} "
+                f"{fmt_interval(table[NATIVE]['success']):>20} {fmt_interval(table[METHOD]['success']):>20} "
+                f"{fmt_interval(delta, signed=True):>22} {sizes[NATIVE]:>8.2f} {sizes[METHOD]:>7.2f}")
+
+    for s, blk in payload["by_suite"].items():
+        for st, r in blk["stores"].items():
+            lines.append(row(s, st, len(r["memories"]), r["table"], r["delta"], r["mean_set_size"]))
+    if payload.get("summary"):
+        for st, r in payload["summary"].items():
+            lines.append(row("all", st, "", r["table"], r["delta"], r["mean_set_size"]))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(prog="python -m cfjax.experiments.uplift_stores", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the quick training config (16 tasks per split, 1 epoch)")
+    ap.add_argument("--suite", action="append", default=[], help="suite(s), comma-separated or repeated (default sql)")
+    ap.add_argument("--stores", default=",".join(STORES), help=f"comma-separated, from {','.join(STORES)}")
+    ap.add_argument("--ap-row", default="anti_persistence", choices=("anti_persistence", "trajectory_memory"))
+    ap.add_argument("--max-tasks", type=int, default=None, help="tasks per split (0 = all)")
+    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--out", default="", help="directory for results.json")
+    a = ap.parse_args(argv)
+    cfg = quick_config(UpliftConfig()) if a.quick else UpliftConfig()
+    if a.max_tasks is not None:
+        cfg = dataclasses.replace(cfg, max_tasks=a.max_tasks)
+    if a.epochs is not None:
+        cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, epochs=a.epochs))
+    suites = tuple(x for s in a.suite for x in s.split(",") if x) or ("sql",)
+    payload = run_store_swap(cfg, suites=suites, stores=tuple(s for s in a.stores.split(",") if s), quick=False,
+                             repeats=a.repeats, ap_row=a.ap_row, root=(Path(a.out) / "suites") if a.out else None)
+    payload["quick"] = a.quick
+    text = format_store_swap(payload)
+    print(text)
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / "results.json", payload)
+        print(f"wrote {out / 'results.json'}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

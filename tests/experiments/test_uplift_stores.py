@@ -1,0 +1,124 @@
+"""The store swap (cfjax.experiments.uplift_stores): a quick run on sql with CounterMem's frozen store and
+Anti-Persistence's trajectory store. Checks the protocol — the store and the executor are identical for
+both retrievers, the native row is similarity top-K of the recall, every memory is what the store held,
+no answer key is read — and the intervals' shape; never the direction of the result."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cfjax.antipersist.guidance import Attempt, Rule, Trajectory, factual_rules, render_factual
+from cfjax.config import UpliftConfig
+from cfjax.domains import open_suite
+from cfjax.experiments.countermem import BackboneSpec
+from cfjax.experiments.uplift import _splits, quick_config
+from cfjax.experiments.uplift_stores import LABEL, ROWS, STORES, format_store_swap, run_store_swap
+from cfjax.infra.ledger import Ledger
+from cfjax.llm import prompts
+from cfjax.types import answer_key_guard
+from cfjax.uplift import AgentExecutor, Memory, MemoryPool
+from cfjax.uplift.retrieval import native_topk
+
+SUITE = "sql"
+
+
+@pytest.fixture(scope="module")
+def swap(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stores")
+    with answer_key_guard():  # any agent-side read of an answer key fails the run
+        payload = run_store_swap(UpliftConfig(), suites=(SUITE,), stores=STORES, quick=True, log=lambda s: None,
+                                 n_boot=300, root=root)
+    suite = open_suite(SUITE, root / SUITE)
+    return payload, suite
+
+
+def test_protocol_checks_and_intervals(swap):
+    payload, _ = swap
+    json.dumps(payload)  # plain data
+    blk = payload["by_suite"][SUITE]
+    assert blk["checks"] == {"no_memory_identical_across_stores": True}
+    assert set(blk["stores"]) == set(STORES)
+    for store, r in blk["stores"].items():
+        assert all(r["checks"].values()), (store, r["checks"])
+        assert r["store"]["frozen"] and len(r["memories"]) > 0
+        for row in ROWS:
+            iv = r["table"][row]["success"]
+            assert 0.0 <= iv["lo"] <= iv["mean"] <= iv["hi"] <= 100.0, (store, row, iv)
+        d = r["delta"]
+        assert d["lo"] <= d["mean"] <= d["hi"]
+        assert d["mean"] == pytest.approx(r["table"]["upliftmem"]["success"]["mean"]
+                                          - r["table"]["similarity_topk"]["success"]["mean"])
+        assert r["mean_set_size"]["no_memory"] == 0 and 0 < r["mean_set_size"]["similarity_topk"] <= blk["k"]
+    text = format_store_swap(payload)
+    assert LABEL in text and "countermem" in text and "antipersist" in text
+
+
+def test_store_and_executor_identical_for_both_retrievers(swap):
+    payload, suite = swap
+    cfg = quick_config(UpliftConfig())
+    blk = payload["by_suite"][SUITE]
+    tasks = list(_splits(suite, cfg).eval)
+    assert [t.task_id for t in tasks] == blk["split"]["eval_task_ids"]
+    k = blk["k"]
+    for store, r in blk["stores"].items():
+        mems = [Memory(m["mem_id"], m["text"], m["tokens"]) for m in r["memories"]]
+        pool = MemoryPool(cfg.retrieval.embed_dim)
+        for m in mems:
+            pool.add(m)
+        rows = r["outcomes"][SUITE][str(cfg.split_seed)]["rows"]
+        for t_i, t in enumerate(tasks):
+            recalled, _ = pool.recall(t, cfg.retrieval.recall)
+            # both retrievers were offered the pool's own recall of the fixed store
+            assert r["offered"][t.task_id] == [m.mem_id for m in recalled], (store, t.task_id)
+            native = sorted(m.mem_id for m in native_topk(recalled, k, cfg.retrieval.token_budget))
+            for rep in range(payload["repeats"]):
+                assert r["sets"]["similarity_topk"][rep][t_i] == native
+                s = r["sets"]["upliftmem"][rep][t_i]
+                assert len(s) <= k and set(s) <= set(r["offered"][t.task_id])
+                assert r["sets"]["no_memory"][rep][t_i] == []
+        assert {row for row in rows} == set(ROWS)
+    # the no-memory executions are the same for both stores, and a fresh executor reproduces them
+    nm = [blk["stores"][s]["outcomes"][SUITE][str(cfg.split_seed)]["rows"]["no_memory"] for s in STORES]
+    assert nm[0] == nm[1]
+    world = suite.world()
+    try:
+        ex = AgentExecutor(BackboneSpec("scripted").make(suite, cfg.backbone_seed, cfg), world, suite.edits,
+                           max_attempts=cfg.training.max_attempts)
+        for rep, seed in enumerate(payload["eval_seeds"]):
+            with answer_key_guard():
+                fresh = [int(ex.execute(t, [], seed=seed, ledger=Ledger("t")).solved) for t in tasks]
+            assert fresh == nm[0][rep]
+    finally:
+        world.close()
+
+
+def test_every_memory_is_what_the_store_held(swap):
+    payload, suite = swap
+    blk = payload["by_suite"][SUITE]
+    cm = blk["stores"]["countermem"]
+    assert [e["mem_id"] for e in cm["entries"]] == [m["mem_id"] for m in cm["memories"]]
+    for e, m in zip(cm["entries"], cm["memories"]):
+        rec = e["record"]
+        assert m["mem_id"] == f"cm{rec['record_id']}"
+        assert m["text"] == prompts.render_record(rec["situation"], rec["unit_before"], rec["unit_after"],
+                                                  rec["original"], rec["improved"], rec["evidence"], rec["condition"])
+        assert prompts.parse_edit_line(m["text"]) == (rec["unit_before"], rec["unit_after"])
+        assert not prompts.parse_rule_lines(m["text"])  # a record: no RULE lines, only its EDIT
+        assert m["tokens"] == prompts.count_tokens(m["text"])
+    ap = blk["stores"]["antipersist"]
+    assert [e["mem_id"] for e in ap["entries"]] == [f"tr{i}" for i in range(len(ap["entries"]))]
+    assert len(ap["entries"]) == blk["split"]["n_build"]  # one trajectory per build task
+    for i, (e, m) in enumerate(zip(ap["entries"], ap["memories"])):
+        d = dict(e["trajectory"])
+        t = Trajectory(**{**d, "cues": tuple(d["cues"]), "parents": tuple(d["parents"]),
+                          "parent_flagged": tuple(d["parent_flagged"]),
+                          "attempts": tuple(Attempt(**{**a, "applied": tuple(a["applied"])}) for a in d["attempts"]),
+                          "rules_in_context": tuple(Rule(**x) for x in d["rules_in_context"])})
+        assert m["text"] == render_factual([t], factual_rules([t], suite.edits, prefix=f"tr{i}", max_rules=4))
+        assert t.question in m["text"]
+        notes = [s for s in prompts.parse_rule_sections(m["text"])]
+        assert all(noted for *_, noted in notes)  # every pattern sits under the factual-notes header
+        if notes:
+            assert prompts.FACTUAL_NOTES_HEADER in m["text"]
