@@ -130,7 +130,9 @@ def _init_worker(cache_dir: str = "") -> None:  # pragma: no cover - runs in wor
 def _compilation_cache(cache_dir: str) -> None:
     """JAX's persistent compilation cache in ``cache_dir`` (shared by the run's worker processes): every
     job of a suite compiles the same scorer, beam and acquisition programs, so only the first compile
-    of each is paid. The cache holds compiled XLA programs only, never results."""
+    of each is paid. The cache holds compiled XLA programs only, never results. Only worker processes
+    set it (a serial run shares compiled programs in-process), so the calling process's JAX config is
+    never pointed at the run's scratch directory."""
     if cache_dir:
         import jax
 
@@ -278,8 +280,7 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
     scratch.mkdir()
     jobs = [UpliftJob(s, str(roots[s]), v, cfg, str(out / s), spec, str(scratch / f"{s}.sqlite"))
             for s in suites for v in variants]
-    _compilation_cache(str(scratch / "xla"))
-    try:
+    try:  # the persistent XLA cache is set in the worker processes only (they end with the run)
         done = _run_jobs(jobs, workers, log, str(scratch / "xla"))
     finally:
         _clear(scratch)
