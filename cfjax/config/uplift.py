@@ -176,6 +176,10 @@ class UpliftConfig:
     loss: UpliftLossConfig = field(default_factory=UpliftLossConfig)
     scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
     eval_repeats: int = 3  # App. D.5: trained once, evaluated 3 times with the fixed checkpoint
+    # ours: independent training runs per row (training.seed is replaced by each); the paper trains once,
+    # but one training run of a small scorer on a short stream is noisy, so the intervals of
+    # `cfjax upliftmem run` average over these runs (each with eval_repeats evaluations)
+    train_seeds: tuple[int, ...] = (0, 1, 2)
     eval_seed: int = 10_000  # draft seeds of the evaluation repeats: eval_seed + r
     split_seed: int = 12345  # the suite split (the same as the other methods' first split)
     backbone_seed: int = 42  # the scripted simulator's seed (an LLM's sampling seed)
@@ -187,3 +191,5 @@ class UpliftConfig:
             raise ValueError(f"UpliftConfig.eval_repeats must be ≥ 1, got {self.eval_repeats}")
         if self.max_tasks < 0:
             raise ValueError("UpliftConfig.max_tasks must be ≥ 0 (0 = all)")
+        if not self.train_seeds or len(set(self.train_seeds)) != len(self.train_seeds):
+            raise ValueError(f"UpliftConfig.train_seeds must be distinct ints, at least one, got {self.train_seeds}")

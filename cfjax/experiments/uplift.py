@@ -3,7 +3,7 @@
 papers/upliftmem.md §5.2 (RQ1), §5.4 (RQ3 ablations), App. D.1–D.5 (protocol: each configuration is
 trained once and evaluated three times with the fixed checkpoint).
 
-One *job* is one (suite, variant): the suite's split (``cfg.split_seed``), its memoised world, the
+One *job* is one (suite, variant, training seed): the suite's split (``cfg.split_seed``), its memoised world, the
 scripted backbone (or an OpenAI-compatible one) as executor and writer, and one
 :class:`cfjax.uplift.UpliftRun`: bootstrap on ``T_build``, value-only warm-up, ``epochs`` passes over
 ``T_train ∪ T_val`` with writing and probing, evaluation on ``T_eval`` with ``eval_repeats`` draft
@@ -23,8 +23,12 @@ Layout of ``run_all(out, suites=...)``::
     out/config.toml                    the UpliftConfig
     out/suites/<suite>/                the built suites
     out/<suite>/results.json           rows with intervals, costs, per-task outcomes, training curves
-    out/<suite>/<variant>/pool.json    the frozen pool of that variant's run
-    out/<suite>/upliftmem/scorer/      the scorer checkpoint (orbax, resumable)
+    out/<suite>/<variant>/seed_<s>/pool.json   the frozen pool of that training run
+    out/<suite>/upliftmem/seed_<s>/scorer/     the scorer checkpoint per training seed (orbax, resumable)
+
+Training seeds (``cfg.train_seeds``, default 0 1 2; ours — the paper trains once): each row is trained
+once per seed and every training run is evaluated ``eval_repeats`` times; a row's outcome matrix stacks
+them (``[seeds × repeats, tasks]``), so its interval resamples tasks and averages over training runs.
     out/results.json, out/report.txt   every suite and the combined table
     out/success.png                    success per row and suite with intervals
 """
@@ -58,21 +62,21 @@ ROWS = (REFERENCE, "similarity_topk", METHOD) + ABLATIONS
 
 
 def quick_config(cfg: UpliftConfig = UpliftConfig()) -> UpliftConfig:
-    """``--quick``: a smoke run (not a paper setting): 16 tasks per split, 1 epoch, 1 evaluation repeat,
-    small probe windows."""
-    return replace(cfg, max_tasks=16, eval_repeats=1,
+    """``--quick``: a smoke run (not a paper setting): 16 tasks per split, one training seed, 1 epoch,
+    1 evaluation repeat, small probe windows."""
+    return replace(cfg, max_tasks=16, eval_repeats=1, train_seeds=(cfg.train_seeds[0],),
                    training=replace(cfg.training, epochs=1, warmup_steps=16, steps_per_update=4, bootstrap_sets=2),
                    probing=replace(cfg.probing, budget=20, max_pool=256, max_comparisons=256))
 
 
 @dataclass(frozen=True)
 class UpliftJob:
-    """Everything a worker needs for one (suite, variant)."""
+    """Everything a worker needs for one (suite, variant, training seed)."""
 
     suite: str
     root: str
     variant: str
-    cfg: UpliftConfig
+    cfg: UpliftConfig  # its training.seed is the job's training seed
     out_dir: str
     backbone: object = None  # cfjax.experiments.countermem.BackboneSpec (None = scripted)
     world_cache: str = ""
@@ -106,13 +110,16 @@ def run_job(job: UpliftJob) -> dict:
     run.train(list(sp.train) + list(sp.val))
     rows = (REFERENCE, "similarity_topk", METHOD) if job.variant == METHOD else (METHOD,)
     res = run.evaluate(list(sp.eval), rows=rows, row_name=job.variant)
-    out = Path(job.out_dir) / job.variant
+    seed = cfg.training.seed
+    out = Path(job.out_dir) / job.variant / f"seed_{seed}"
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "pool.json", run.pool.to_json())
     if job.variant == METHOD:
-        run.trainer.save(out / "scorer", {"suite": job.suite, "variant": job.variant, "labels": len(run.labels)})
+        run.trainer.save(out / "scorer", {"suite": job.suite, "variant": job.variant, "train_seed": seed,
+                                          "labels": len(run.labels)})
     families = [suite.answer_key(t).family for t in res.task_ids]  # analysis: per-family breakdown
-    return {"suite": job.suite, "variant": job.variant, "task_ids": res.task_ids, "families": families,
+    return {"suite": job.suite, "variant": job.variant, "train_seed": seed, "task_ids": res.task_ids,
+            "families": families,
             "outcomes": res.outcomes, "rewards": res.rewards, "set_sizes": res.set_sizes,
             "counts": run.counts(), "eval_counts": run.eval_counts,
             "train_log": {"updates": run.train_log.updates, "windows": run.train_log.windows,
@@ -147,7 +154,7 @@ def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None
               ) -> list[dict]:
     def note(d: dict) -> None:
         o = d["outcomes"][d["variant"]]
-        log(f"  {d['suite']}/{d['variant']}: held-out success {100 * np.mean(o):.1f}% "
+        log(f"  {d['suite']}/{d['variant']} seed {d['train_seed']}: held-out success {100 * np.mean(o):.1f}% "
             f"({d['profile']['seconds']:.0f}s, {d['counts']['total']} training executions)")
 
     if workers <= 1 or len(jobs) <= 1:
@@ -192,39 +199,57 @@ def summarize_rows(outcomes: dict, rows: Sequence[str], *, method: str = METHOD,
 
 
 def aggregate(jobs: Sequence[dict], *, suite: str, cfg: UpliftConfig, label: str) -> dict:
-    """One suite's payload: rows with intervals, costs, outcomes (the shared format), curves."""
-    main = next(j for j in jobs if j["variant"] == METHOD) if any(j["variant"] == METHOD for j in jobs) else jobs[0]
+    """One suite's payload: rows with intervals, costs, outcomes (the shared format), curves.
+
+    A row's outcome matrix stacks its training seeds' evaluation repeats (seed-major)."""
+    jobs = sorted(jobs, key=lambda j: (j["variant"], j["train_seed"]))
+    main = next((j for j in jobs if j["variant"] == METHOD), jobs[0])
     ids = main["task_ids"]
     rows_out: dict[str, list] = {}
-    rewards: dict[str, float] = {}
-    costs: dict[str, dict] = {}
+    rewards: dict[str, list] = {}
+    sizes: dict[str, list] = {}
+    counts: dict[str, list] = {}
     for j in jobs:
         if j["task_ids"] != ids:
             raise RuntimeError(f"{suite}: jobs evaluated different task lists")
         for r, v in j["outcomes"].items():
-            rows_out[r] = v
-            rewards[r] = float(np.mean(j["rewards"][r]))
-            costs[r] = {"training": j["counts"] if r not in (REFERENCE, "similarity_topk") else
-                        ({"total": 0} if r == REFERENCE else {"shares the upliftmem pool": True}),
-                        "mean_set_size": float(np.mean(j["set_sizes"][r]))}
-    seeds = [cfg.eval_seed + r for r in range(cfg.eval_repeats)]
+            rows_out.setdefault(r, []).extend(v)
+            rewards.setdefault(r, []).extend(np.ravel(j["rewards"][r]).tolist())
+            sizes.setdefault(r, []).extend(np.ravel(j["set_sizes"][r]).tolist())
+            if r not in (REFERENCE, "similarity_topk"):
+                counts.setdefault(r, []).append(j["counts"])
+    costs: dict[str, dict] = {}
+    for r in rows_out:
+        if r == REFERENCE:
+            train = {"total": 0}
+        elif r == "similarity_topk":
+            train = {"note": "the upliftmem runs' pools"}
+        else:  # mean over training seeds of each count
+            train = {k: float(np.mean([c[k] for c in counts[r]])) for k in counts[r][0]}
+        costs[r] = {"training": train, "mean_set_size": float(np.mean(sizes[r]))}
+    seeds = [f"train{j['train_seed']}/eval{cfg.eval_seed + k}" for j in jobs if j["variant"] == main["variant"]
+             for k in range(cfg.eval_repeats)]
     outcomes = {suite: {str(cfg.split_seed): {"task_ids": ids, "seeds": seeds, "rows": rows_out}}}
     present = [r for r in ROWS if r in rows_out]
-    return {"suite": suite, "backbone": label, "rows": present, "table": summarize_rows(outcomes, present),
-            "mean_reward": rewards, "costs": costs, "outcomes": outcomes,
-            "train_logs": {j["variant"]: j["train_log"] for j in jobs},
-            "profile": {j["variant"]: j["profile"] for j in jobs}, "families": main["families"]}
+    return {"suite": suite, "backbone": label, "rows": present, "train_seeds": sorted({j["train_seed"] for j in jobs}),
+            "table": summarize_rows(outcomes, present),
+            "mean_reward": {r: float(np.mean(v)) for r, v in rewards.items()}, "costs": costs, "outcomes": outcomes,
+            "train_logs": {f"{j['variant']}/seed_{j['train_seed']}": j["train_log"] for j in jobs},
+            "profile": {f"{j['variant']}/seed_{j['train_seed']}": j["profile"] for j in jobs},
+            "families": main["families"]}
 
 
 def format_table(payload: dict) -> str:
     """The suite's table: success with intervals, differences, and training executions."""
     lines = [f"UpliftMem end to end — {payload['suite']} ({payload['backbone']}); success % [95% CI], paired "
-             f"differences in points; {len(payload['outcomes'][payload['suite']])} split, tasks resampled",
+             f"differences in points; {len(payload['outcomes'][payload['suite']])} split, training seeds "
+             f"{payload.get('train_seeds')}, tasks resampled",
              f"{'row':<16} {'success':>20} {'vs no_memory':>22} {'vs upliftmem':>22} {'train execs':>12} {'|S|':>5}"]
     for r in payload["rows"]:
         t = payload["table"].get(r, {})
         c = payload["costs"].get(r, {})
         execs = c.get("training", {}).get("total", "—")
+        execs = f"{execs:.0f}" if isinstance(execs, float) else execs
         lines.append(f"{r:<16} {fmt_interval(t.get('success')):>20} "
                      f"{fmt_interval(t.get('vs_no_memory'), signed=True):>22} "
                      f"{fmt_interval(t.get('vs_upliftmem'), signed=True):>22} {execs!s:>12} "
@@ -278,8 +303,8 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
     scratch = out / ".world_cache"
     _clear(scratch)
     scratch.mkdir()
-    jobs = [UpliftJob(s, str(roots[s]), v, cfg, str(out / s), spec, str(scratch / f"{s}.sqlite"))
-            for s in suites for v in variants]
+    jobs = [UpliftJob(s, str(roots[s]), v, replace(cfg, training=replace(cfg.training, seed=seed)), str(out / s), spec,
+                      str(scratch / f"{s}.sqlite")) for s in suites for v in variants for seed in cfg.train_seeds]
     try:  # the persistent XLA cache is set in the worker processes only (they end with the run)
         done = _run_jobs(jobs, workers, log, str(scratch / "xla"))
     finally:
@@ -338,7 +363,8 @@ def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows:
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     out = Path(out)
     prepare_output_dir(out, existing=existing, owned=run_outputs(), resumable=False, command="cfjax upliftmem run")
-    log(f"cfjax upliftmem run: suites={names} backbone={spec.label} rows={list(rows)} epochs={cfg.training.epochs} "
+    log(f"cfjax upliftmem run: suites={names} backbone={spec.label} rows={list(rows)} "
+        f"training seeds={list(cfg.train_seeds)} epochs={cfg.training.epochs} "
         f"B_p={cfg.probing.budget} eval repeats={cfg.eval_repeats}, {workers} worker(s){' (quick)' if quick else ''}"
         f" → {out}")
     t0 = time.perf_counter()

@@ -15,7 +15,7 @@ from cfjax.experiments.uplift import ROWS, quick_config, run_all
 
 def _tiny() -> UpliftConfig:
     cfg = quick_config(UpliftConfig())
-    return dataclasses.replace(cfg, max_tasks=8, training=dataclasses.replace(cfg.training, warmup_steps=8),
+    return dataclasses.replace(cfg, max_tasks=8, train_seeds=(0, 1), training=dataclasses.replace(cfg.training, warmup_steps=8),
                                probing=dataclasses.replace(cfg.probing, budget=8, max_pool=128, max_comparisons=128))
 
 
@@ -29,7 +29,7 @@ def tiny_run(tmp_path_factory):
 def test_outputs_and_rows(tiny_run):
     out, combined = tiny_run
     for f in ("config.toml", "results.json", "report.txt", "success.png", "sql/results.json",
-              "sql/upliftmem/pool.json", "sql/base/pool.json"):
+              "sql/upliftmem/seed_0/pool.json", "sql/upliftmem/seed_1/pool.json", "sql/base/seed_0/pool.json"):
         assert (out / f).exists(), f
     assert not (out / ".world_cache").exists()
     payload = json.loads((out / "sql" / "results.json").read_text())
@@ -39,7 +39,7 @@ def test_outputs_and_rows(tiny_run):
     n = len(block["task_ids"])
     for r in payload["rows"]:
         m = np.asarray(block["rows"][r])
-        assert m.shape == (1, n) and set(np.unique(m)) <= {0, 1}
+        assert m.shape == (2, n) and set(np.unique(m)) <= {0, 1}  # 2 training seeds × 1 evaluation repeat
         t = payload["table"][r]
         assert t["success"]["lo"] <= t["success"]["mean"] <= t["success"]["hi"]
         assert t["success"]["mean"] == pytest.approx(100 * m.mean())
@@ -55,12 +55,13 @@ def test_outputs_and_rows(tiny_run):
 def test_costs_count_every_execution_once(tiny_run):
     out, _ = tiny_run
     payload = json.loads((out / "sql" / "results.json").read_text())
-    c = payload["costs"]["upliftmem"]["training"]
+    c = payload["costs"]["upliftmem"]["training"]  # means over the two training seeds
     parts = sum(c[p] for p in ("reference", "retrieved", "probe", "writing", "bootstrap"))
-    assert parts == c["total"] and c["eval"] == 0
+    assert parts == pytest.approx(c["total"]) and c["eval"] == 0
     assert c["eval_calls"] == c["ledger_eval_calls"]  # every evaluator call belongs to one execution
     assert c["ledger_llm_calls"] >= c["llm_calls"]  # plus the writer's and reviser's calls
-    log = payload["train_logs"]["upliftmem"]
+    assert set(payload["train_logs"]) == {"upliftmem/seed_0", "upliftmem/seed_1", "base/seed_0", "base/seed_1"}
+    log = payload["train_logs"]["upliftmem/seed_0"]
     assert log["h_effective"] >= 1 and len(log["windows"]) >= 1
     assert all(w["probes"] <= 8 for w in log["windows"])
 
@@ -72,8 +73,8 @@ def test_scorer_checkpoint_resumes(tiny_run):
     cfg = _tiny()
     tr = ScorerTrainer(cfg, d_ctx=cfg.retrieval.embed_dim, k_max=5, n_pool=cfg.retrieval.recall, seed=123)
     before = np.asarray(tr.params["head"]["kernel"]).copy()
-    meta = tr.restore(out / "sql" / "upliftmem" / "scorer")
-    assert meta["suite"] == "sql" and meta["steps_done"] == tr.steps_done > 0
+    meta = tr.restore(out / "sql" / "upliftmem" / "seed_1" / "scorer")
+    assert meta["suite"] == "sql" and meta["train_seed"] == 1 and meta["steps_done"] == tr.steps_done > 0
     assert not np.allclose(before, np.asarray(tr.params["head"]["kernel"]))
 
 
