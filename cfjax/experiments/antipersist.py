@@ -49,11 +49,9 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -61,7 +59,7 @@ import numpy as np
 
 from cfjax.antipersist.guidance import MODES
 from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_method
-from cfjax.experiments.common import finite, spread
+from cfjax.experiments.common import finite, run_pool, spread
 from cfjax.infra.cache import CachedWorld
 from cfjax.experiments.countermem import BackboneSpec
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
@@ -233,24 +231,8 @@ def _run_jobs(jobs: Sequence[APJob], workers: int, log: Callable[[str], None], l
         log(f"  {d['suite']}/split {d['split_seed']}/{d['row']} seed {d['seed']}: held-out "
             f"{d['iterations'][-1]['success']:.1f}% ({d['profile']['seconds']:.0f}s) [{label}]")
 
-    if workers <= 1 or len(jobs) <= 1:
-        done = []
-        try:
-            for j in jobs:
-                done.append(run_job(j))
-                note(done[-1])
-        finally:
-            _close_all()
-        return done
-    order = sorted(range(len(jobs)), key=lambda i: -_cost(jobs[i]))
-    out: list[dict | None] = [None] * len(jobs)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_init_worker) as pool:
-        futs = {i: pool.submit(run_job, jobs[i]) for i in order}
-        for i in order:
-            out[i] = futs[i].result()
-            note(out[i])
-    return out  # type: ignore[return-value]
+    return run_pool(run_job, jobs, workers=workers, cost=_cost, note=note, initializer=_init_worker,
+                    serial_done=_close_all)
 
 
 # --------------------------------------------------------------------------- the run

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
 
-__all__ = ["finite", "spread"]
+__all__ = ["finite", "spread", "run_pool", "write_results"]
 
 T = TypeVar("T")
 
@@ -29,3 +30,54 @@ def spread(items: Sequence[T], m: int) -> list[T]:
         return list(items)
     step = len(items) / m
     return [items[int(i * step)] for i in range(m)]
+
+
+def run_pool(fn: Callable[[Any], dict], jobs: Sequence[Any], *, workers: int, cost: Callable[[Any], float],
+             note: Callable[[dict], None], initializer: Callable | None = None, initargs: tuple = (),
+             serial_done: Callable[[], None] | None = None) -> list[dict]:
+    """``fn`` on every job; results in job order (identical to the serial run).
+
+    With ``workers > 1`` (and more than one job) on a pool of spawned processes, submitted most costly
+    first; otherwise serially in this process, then ``serial_done()`` (e.g. closing its worlds). ``note``
+    sees each result as it arrives."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if workers <= 1 or len(jobs) <= 1:
+        done = []
+        try:
+            for j in jobs:
+                done.append(fn(j))
+                note(done[-1])
+        finally:
+            if serial_done is not None:
+                serial_done()
+        return done
+    order = sorted(range(len(jobs)), key=lambda i: -cost(jobs[i]))
+    out: list[dict | None] = [None] * len(jobs)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=initializer, initargs=initargs) as pool:
+        futs = {i: pool.submit(fn, jobs[i]) for i in order}
+        for i in order:
+            out[i] = futs[i].result()
+            note(out[i])
+    return out  # type: ignore[return-value]
+
+
+def write_results(out: str | Path | None, payload: dict, *, text: str = "",
+                  log: Callable[[str], None] = lambda s: None) -> Path | None:
+    """Log ``text``, then write ``out/results.json`` (atomic, non-finite floats as null) when ``out`` is
+    given and log its path; returns the path."""
+    if text:
+        log(text)
+    if not out:
+        return None
+    import json
+
+    from cfjax.infra.io import atomic_write_text
+
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(d / "results.json", json.dumps(finite(payload), indent=1) + "\n")
+    log(f"wrote {d / 'results.json'}")
+    return d / "results.json"

@@ -29,19 +29,17 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import multiprocessing
 import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from cfjax.config import APConfig, CounterMemConfig, UpliftConfig
-from cfjax.experiments.common import finite
+from cfjax.experiments.common import finite, run_pool
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.infra.io import atomic_write_text
 
@@ -362,30 +360,15 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
         build_suite(s, roots[s])
     jobs = [CompareJob(s, str(roots[s]), m, seed, cfg, str(out), spec) for s in suites
             for m in ("countermem", "antipersist", "upliftmem") for seed in cfg.seeds]
-    done: list[dict | None] = [None] * len(jobs)
-
     def note(d: dict) -> None:
         log(f"  {d['suite']}/{d['method']} seed {d['seed']}: " + "  ".join(
             f"{r} {100 * np.mean(v):.1f}%" for r, v in d["outcomes"].items()) + f" ({d['seconds']:.0f}s)")
 
-    if workers <= 1:
-        from cfjax.experiments.antipersist import _close_all
+    from cfjax.experiments.antipersist import _close_all
 
-        try:
-            for i, j in enumerate(jobs):
-                done[i] = run_compare_job(j)
-                note(done[i])
-        finally:
-            _close_all()
-    else:
-        cost = {"upliftmem": 3, "antipersist": 2, "countermem": 2}
-        order = sorted(range(len(jobs)), key=lambda i: -cost[jobs[i].method])
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_init_worker) as pool:
-            futs = {i: pool.submit(run_compare_job, jobs[i]) for i in order}
-            for i in order:
-                done[i] = futs[i].result()
-                note(done[i])
+    cost = {"upliftmem": 3, "antipersist": 2, "countermem": 2}
+    done = run_pool(run_compare_job, jobs, workers=workers, cost=lambda j: cost[j.method], note=note,
+                    initializer=_init_worker, serial_done=_close_all)
     outcomes: dict = {}
     for s in suites:
         mine = [d for d in done if d and d["suite"] == s]

@@ -36,18 +36,16 @@ them (``[seeds × repeats, tasks]``), so its interval resamples tasks and averag
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from cfjax.config.uplift import UpliftConfig
-from cfjax.experiments.common import finite
+from cfjax.experiments.common import finite, run_pool
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.infra.io import atomic_write_json, atomic_write_text
 
@@ -152,32 +150,16 @@ _SUITE_COST = {"pybugs": 3.0, "sat": 2.0, "sql": 1.0}
 
 def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None], cache_dir: str = ""
               ) -> list[dict]:
+    from cfjax.experiments.antipersist import _close_all
+
     def note(d: dict) -> None:
         o = d["outcomes"][d["variant"]]
         log(f"  {d['suite']}/{d['variant']} seed {d['train_seed']}: held-out success {100 * np.mean(o):.1f}% "
             f"({d['profile']['seconds']:.0f}s, {d['counts']['total']} training executions)")
 
-    if workers <= 1 or len(jobs) <= 1:
-        from cfjax.experiments.antipersist import _close_all
-
-        done = []
-        try:
-            for j in jobs:
-                done.append(run_job(j))
-                note(done[-1])
-        finally:
-            _close_all()
-        return done
-    order = sorted(range(len(jobs)), key=lambda i: -_SUITE_COST.get(jobs[i].suite, 2.0) * (
-        2.0 if jobs[i].variant == METHOD else 1.0))
-    out: list[dict | None] = [None] * len(jobs)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_init_worker, initargs=(cache_dir,)) as pool:
-        futs = {i: pool.submit(run_job, jobs[i]) for i in order}
-        for i in order:
-            out[i] = futs[i].result()
-            note(out[i])
-    return out  # type: ignore[return-value]
+    return run_pool(run_job, jobs, workers=workers, note=note, initializer=_init_worker, initargs=(cache_dir,),
+                    cost=lambda j: _SUITE_COST.get(j.suite, 2.0) * (2.0 if j.variant == METHOD else 1.0),
+                    serial_done=_close_all)
 
 
 def summarize_rows(outcomes: dict, rows: Sequence[str], *, method: str = METHOD, reference: str = REFERENCE,

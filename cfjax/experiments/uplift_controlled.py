@@ -34,7 +34,6 @@ import argparse
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
@@ -44,7 +43,7 @@ from cfjax.domains.memsyco import (SCENARIOS, STORES, MemSycoConfig, MemSycoExec
 from cfjax.domains.memsyco.suite import query_text
 from cfjax.experiments.stats import clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.infra.embed import HashingEmbedder
-from cfjax.infra.io import atomic_write_json
+from cfjax.experiments.common import write_results
 from cfjax.uplift import VARIANTS, MemoryPool, UpliftRun
 from cfjax.uplift.core import Memory
 
@@ -311,12 +310,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
                              variants=tuple(v for v in a.variants.split(",") if v), quick=a.quick,
                              repeats=a.repeats)
     text = format_controlled(payload)
-    print(text)
-    if a.out:
-        out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / "results.json", payload)
-        print(f"wrote {out / 'results.json'}")
+    write_results(a.out, payload, text=text, log=print)
     return payload
 
 

@@ -58,7 +58,7 @@ from cfjax.config import APConfig, CounterMemConfig, UpliftConfig
 from cfjax.experiments.stats import clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.experiments.uplift import METHOD, REFERENCE, quick_config, summarize_rows
 from cfjax.experiments.uplift_controlled import NATIVE
-from cfjax.infra.io import atomic_write_json
+from cfjax.experiments.common import write_results
 from cfjax.llm.prompts import count_tokens
 from cfjax.llm.scripted import SCRIPTED_LABEL
 from cfjax.types import answer_key_guard
@@ -324,12 +324,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
                              repeats=a.repeats, ap_row=a.ap_row, root=(Path(a.out) / "suites") if a.out else None)
     payload["quick"] = a.quick
     text = format_store_swap(payload)
-    print(text)
-    if a.out:
-        out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / "results.json", payload)
-        print(f"wrote {out / 'results.json'}")
+    write_results(a.out, payload, text=text, log=print)
     return payload
 
 
