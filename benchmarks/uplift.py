@@ -105,7 +105,7 @@ import numpy as np  # noqa: E402
 CATEGORY = {  # label -> (top-level bucket, orchestration sub-bucket)
     "backbone.draft_action": ("backbone", None), "backbone.write_memory": ("backbone", None),
     "backbone.revise_memory": ("backbone", None), "world.evaluate": ("world", None),
-    "jit.scorer.update": ("kernels", None), "jit.scorer.scores": ("kernels", None),
+    "jit.scorer.update": ("kernels", None), "jit.scorer.update_value_only": ("kernels", None), "jit.scorer.scores": ("kernels", None),
     "jit.scorer.features": ("kernels", None), "jit.retriever.beam": ("kernels", None),
     "jit.retriever.sample": ("kernels", None), "jit.acquire": ("kernels", None), "jit.blr": ("kernels", None),
     "prep.ScorerTrainer.update": ("orchestration", "kernel prep"),
@@ -191,7 +191,8 @@ def patch_instances(run, backbone, world) -> None:
         setattr(backbone, name, PROF.wrap(getattr(backbone, name), f"backbone.{name}"))
     world.evaluate = PROF.wrap(world.evaluate, "world.evaluate")
     tr, rt = run.trainer, run.retriever
-    tr._update = PROF.wrap(tr._update, "jit.scorer.update", sync=True)
+    tr._update = (PROF.wrap(tr._update[0], "jit.scorer.update", sync=True),  # value + policy
+                  PROF.wrap(tr._update[1], "jit.scorer.update_value_only", sync=True))  # warm-up
     tr._scores = PROF.wrap(tr._scores, "jit.scorer.scores", sync=True)
     tr._features = PROF.wrap(tr._features, "jit.scorer.features", sync=True)
     rt._beam = PROF.wrap(rt._beam, "jit.retriever.beam", sync=True)
