@@ -548,7 +548,8 @@ class World(Protocol):
 
 @runtime_checkable
 class Backbone(Protocol):
-    """What CounterMem asks of an executor (papers/countermem.md App. D.8)."""
+    """What the methods ask of a model: CounterMem's calls (papers/countermem.md App. D.8), ExpeL's
+    insight, and UpliftMem's writer and reviser."""
 
     name: str
 
@@ -563,6 +564,14 @@ class Backbone(Protocol):
     def judge_candidates(self, req: JudgeRequest) -> JudgeResult: ...
 
     def extract_insight(self, req: InsightRequest) -> InsightResult: ...
+
+    def write_memory(self, req: WriteMemoryRequest) -> MemoryResult:
+        """UpliftMem's writer (App. B.3)."""
+        ...
+
+    def revise_memory(self, req: ReviseMemoryRequest) -> MemoryResult:
+        """UpliftMem's reviser (App. B.3, E.5)."""
+        ...
 
 
 @runtime_checkable

@@ -1,8 +1,9 @@
 """Import contracts of the layout (shared/DESIGN.md "Layers and the one-way flow").
 
 * kernels/ imports nothing from ``cfjax`` except ``cfjax.kernels``;
-* the methods (countermem/, antipersist/), llm/, infra/, the agent loop and the shared types never import
-  ``cfjax.domains`` — they know a domain only through the Protocols in ``cfjax/types.py``;
+* the methods (countermem/, antipersist/, uplift/), llm/, infra/, the agent loop and the shared types never
+  import ``cfjax.domains`` — they know a domain only through the Protocols in ``cfjax/types.py``;
+* a method never imports another method;
 * ``cfjax.types`` imports nothing from ``cfjax`` at all;
 * no module is over ~600 lines without a reason in its docstring.
 
@@ -67,13 +68,20 @@ def test_kernels_import_nothing_from_cfjax_but_kernels():
     assert not v, "kernels/ must not import the orchestration layer:\n" + "\n".join(v)
 
 
-@pytest.mark.parametrize("part", ["cfjax/countermem", "cfjax/antipersist", "cfjax/llm", "cfjax/infra",
-                                  "cfjax/loop.py", "cfjax/types.py", "cfjax/config"])
+@pytest.mark.parametrize("part", ["cfjax/countermem", "cfjax/antipersist", "cfjax/uplift", "cfjax/llm",
+                                  "cfjax/infra", "cfjax/loop.py", "cfjax/types.py", "cfjax/config"])
 def test_methods_llm_and_infra_know_no_domain(part):
     files = _files(part)
     assert files
     v = _violations(files, lambda m: m == "cfjax.domains" or m.startswith("cfjax.domains."))
     assert not v, f"{part} must know domains only through cfjax.types:\n" + "\n".join(v)
+
+
+@pytest.mark.parametrize("method", ["countermem", "antipersist", "uplift"])
+def test_a_method_never_imports_another(method):
+    others = [f"cfjax.{m}" for m in ("countermem", "antipersist", "uplift") if m != method]
+    v = _violations(_files(f"cfjax/{method}"), lambda m: any(m == o or m.startswith(o + ".") for o in others))
+    assert not v, f"cfjax/{method} must not import another method:\n" + "\n".join(v)
 
 
 def test_types_import_nothing_from_cfjax():
@@ -104,7 +112,8 @@ def test_no_module_is_long_without_a_reason():
 
 def test_public_packages_import_in_a_fresh_interpreter():
     code = ("import cfjax, cfjax.kernels, cfjax.kernels.reference, cfjax.types, cfjax.loop, cfjax.config, "
-            "cfjax.infra, cfjax.llm, cfjax.domains, cfjax.countermem, cfjax.antipersist, cfjax.experiments; "
+            "cfjax.infra, cfjax.llm, cfjax.domains, cfjax.countermem, cfjax.antipersist, cfjax.uplift, "
+            "cfjax.domains.memsyco, cfjax.experiments; "
             "import sys; assert 'kernels' not in sys.modules, 'a top-level kernels module was imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
