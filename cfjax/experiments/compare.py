@@ -20,7 +20,10 @@ reports its training executions (each once, App. D.3). The memoising world cache
 so a cached check is still a counted call — as it would be for a real evaluator.
 
 Statistics: every row's success with a paired task-bootstrap 95% interval, every method against
-``none`` and every pair of methods against each other (paired over the same tasks and seeds). The
+``none`` and every pair of methods against each other (paired over the same tasks and backbone seeds).
+Each method evaluates with its own protocol's draft seeds (its episode numbering), so rows share tasks
+and backbone seeds but not the executor's per-attempt draws: the differences are paired over tasks,
+without common random numbers between methods. The
 figure shows success with intervals and success against training cost.
 """
 
@@ -336,7 +339,7 @@ def _plot(payload: dict, path: Path) -> None:
             ax2.errorbar([x + 1], [s["mean"]], yerr=[[s["mean"] - s["lo"]], [s["hi"] - s["mean"]]], fmt="o", capsize=3)
             ax2.annotate(r, (x + 1, s["mean"]), fontsize=8)
     ax2.set_xscale("log")
-    ax2.set_xlabel("training cost: backbone calls + evaluator calls (per suite and seed, log)")
+    ax2.set_xlabel("training cost + 1: backbone calls + evaluator calls (per suite and seed, log scale)")
     ax2.set_ylabel("held-out success %")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
