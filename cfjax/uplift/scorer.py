@@ -44,29 +44,38 @@ from cfjax.llm.prompts import parse_memory_lines
 from cfjax.types import Task, contains_phrase
 from cfjax.uplift.core import Label, Memory
 
-__all__ = ["N_CROSS", "member_row", "Featurizer", "LabelStore", "PathRecord", "ScorerTrainer", "UpdateMetrics"]
+__all__ = ["N_CROSS", "member_row", "memory_statics", "Featurizer", "LabelStore", "PathRecord", "ScorerTrainer", "UpdateMetrics"]
 
 #: cross features appended to a memory's embedding
 N_CROSS = 5
 _WHEN_RE = re.compile(r'WHEN question contains "([^"]*)"')
 
 
-def member_row(task: Task, memory: Memory, mem_emb: np.ndarray, task_emb: np.ndarray) -> np.ndarray:
-    """One memory's scorer row for ``task`` (module docstring): ``f32[d + 5]``."""
-    cues = _WHEN_RE.findall(memory.text)
-    scope = 0.5 if not cues else float(all(contains_phrase(task.question, c) for c in cues))
+def memory_statics(memory: Memory) -> tuple[tuple[str, ...], float, float, float]:
+    """The parts of a memory's row that depend on its text only: its ``WHEN`` phrases, tokens/200, the
+    update flag and the linked-note flag (parsed once per memory by :class:`Featurizer`)."""
     lines = parse_memory_lines(memory.text)
-    cross = np.array([float(np.dot(mem_emb, task_emb)), memory.tokens / 200.0, scope,
-                      float(lines.supersedes is not None), float(bool(lines.triggers or lines.fixes))], np.float32)
+    return (tuple(_WHEN_RE.findall(memory.text)), memory.tokens / 200.0, float(lines.supersedes is not None),
+            float(bool(lines.triggers or lines.fixes)))
+
+
+def member_row(task: Task, memory: Memory, mem_emb: np.ndarray, task_emb: np.ndarray,
+               statics: tuple | None = None) -> np.ndarray:
+    """One memory's scorer row for ``task`` (module docstring): ``f32[d + 5]``."""
+    cues, tokens, update, linked = statics if statics is not None else memory_statics(memory)
+    scope = 0.5 if not cues else float(all(contains_phrase(task.question, c) for c in cues))
+    cross = np.array([float(np.dot(mem_emb, task_emb)), tokens, scope, update, linked], np.float32)
     return np.concatenate([mem_emb.astype(np.float32), cross])
 
 
 class Featurizer:
-    """Task contexts and memory rows from a pool's registry (embeddings are cached there)."""
+    """Task contexts and memory rows from a pool's registry (embeddings are cached there; each memory's
+    text is parsed once)."""
 
     def __init__(self, pool) -> None:
         self.pool = pool
         self._ctx: dict[str, np.ndarray] = {}
+        self._statics: dict[str, tuple] = {}
 
     def context(self, task: Task) -> np.ndarray:
         v = self._ctx.get(task.task_id)
@@ -74,12 +83,18 @@ class Featurizer:
             v = self._ctx[task.task_id] = self.pool.embed_task(task).astype(np.float32)
         return v
 
+    def _static(self, m: Memory) -> tuple:
+        st = self._statics.get(m.mem_id)
+        if st is None:
+            st = self._statics[m.mem_id] = memory_statics(m)
+        return st
+
     def rows(self, task: Task, memories: Sequence[Memory]) -> np.ndarray:
         ctx = self.context(task)
         d = ctx.shape[0] + N_CROSS
         if not memories:
             return np.zeros((0, d), np.float32)
-        return np.stack([member_row(task, m, self.pool.embedding(m.mem_id), ctx) for m in memories])
+        return np.stack([member_row(task, m, self.pool.embedding(m.mem_id), ctx, self._static(m)) for m in memories])
 
 
 class LabelStore:
