@@ -64,10 +64,10 @@ def run_pool(fn: Callable[[Any], dict], jobs: Sequence[Any], *, workers: int, co
     return out  # type: ignore[return-value]
 
 
-def write_results(out: str | Path | None, payload: dict, *, text: str = "",
-                  log: Callable[[str], None] = lambda s: None) -> Path | None:
-    """Log ``text``, then write ``out/results.json`` (atomic, non-finite floats as null) when ``out`` is
-    given and log its path; returns the path."""
+def write_results(out: str | Path | None, payload: dict, *, text: str = "", log: Callable[[str], None] = lambda s: None,
+                  name: str = "results.json", report: str | None = None) -> Path | None:
+    """Log ``text``, then write ``out/<name>`` (atomic JSON, non-finite floats as null) and, with
+    ``report``, ``text`` to ``out/<report>``, when ``out`` is given; logs and returns the JSON's path."""
     if text:
         log(text)
     if not out:
@@ -78,6 +78,8 @@ def write_results(out: str | Path | None, payload: dict, *, text: str = "",
 
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(d / "results.json", json.dumps(finite(payload), indent=1) + "\n")
-    log(f"wrote {d / 'results.json'}")
-    return d / "results.json"
+    atomic_write_text(d / name, json.dumps(finite(payload), indent=1) + "\n")
+    if report is not None:
+        atomic_write_text(d / report, text + "\n")
+    log(f"wrote {d / name}")
+    return d / name

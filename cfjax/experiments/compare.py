@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import os
 import random
 import time
@@ -42,9 +41,8 @@ from pathlib import Path
 import numpy as np
 
 from cfjax.config import APConfig, CounterMemConfig, UpliftConfig
-from cfjax.experiments.common import finite, run_pool
+from cfjax.experiments.common import run_pool, write_results
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
-from cfjax.infra.io import atomic_write_text
 
 __all__ = ["METHODS", "CompareConfig", "Meter", "MeteredBackbone", "MeteredWorld", "run_compare", "compare_main",
            "format_compare", "compare_outputs"]
@@ -392,9 +390,8 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
     payload = {"backbone": spec.label, "suites": list(suites), "seeds": list(cfg.seeds), "split_seed": cfg.split_seed,
                "rows": list(METHODS), "summary": summary, "per_suite": per_suite, "outcomes": outcomes,
                "jobs": [{k: d[k] for k in ("suite", "method", "seed", "seconds")} for d in done if d]}
-    atomic_write_text(out / "results.json", json.dumps(finite(payload), indent=1) + "\n")
     text = format_compare(payload)
-    atomic_write_text(out / "report.txt", text + "\n")
+    write_results(out, payload, text=text, report="report.txt")
     _plot(payload, out / "compare.png")
     log(text)
     return payload

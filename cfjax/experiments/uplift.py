@@ -35,7 +35,6 @@ them (``[seeds × repeats, tasks]``), so its interval resamples tasks and averag
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -45,9 +44,9 @@ from pathlib import Path
 import numpy as np
 
 from cfjax.config.uplift import UpliftConfig
-from cfjax.experiments.common import finite, run_pool
+from cfjax.experiments.common import run_pool, write_results
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
-from cfjax.infra.io import atomic_write_json, atomic_write_text
+from cfjax.infra.io import atomic_write_json
 
 __all__ = ["ROWS", "ABLATIONS", "REFERENCE", "METHOD", "UpliftJob", "run_job", "run_all", "run_main", "quick_config",
            "format_table", "run_outputs", "summarize_rows"]
@@ -91,7 +90,7 @@ def run_job(job: UpliftJob) -> dict:
     """Train one variant on one suite and evaluate it (module docstring); returns plain data."""
     from cfjax.experiments.antipersist import _open
     from cfjax.experiments.countermem import BackboneSpec
-    from cfjax.uplift import VARIANTS, AgentExecutor, UpliftRun
+    from cfjax.uplift import TRAINING_ROWS, AgentExecutor, UpliftRun
 
     t0 = time.perf_counter()
     cfg = job.cfg
@@ -102,7 +101,7 @@ def run_job(job: UpliftJob) -> dict:
     executor = AgentExecutor(backbone, world, suite.edits, max_attempts=cfg.training.max_attempts)
     domain = sp.eval[0].domain
     run = UpliftRun(cfg, executor, domain=job.suite, k_max=cfg.retrieval.k_for(domain), writer_backbone=backbone,
-                    variant=VARIANTS[job.variant])
+                    row=TRAINING_ROWS[job.variant])
     run.bootstrap(list(sp.build))
     run.warmup()
     run.train(list(sp.train) + list(sp.val))
@@ -294,16 +293,15 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
     per_suite = {}
     for s in suites:
         payload = aggregate([j for j in done if j["suite"] == s], suite=s, cfg=cfg, label=spec.label)
-        atomic_write_text(out / s / "results.json", json.dumps(finite(payload), indent=1) + "\n")
+        write_results(out / s, payload)
         log(format_table(payload))
         per_suite[s] = payload
     outcomes = {s: p["outcomes"][s] for s, p in per_suite.items()}
     present = [r for r in ROWS if any(r in p["rows"] for p in per_suite.values())]
     combined = {"backbone": spec.label, "suites": per_suite, "rows": present, "outcomes": outcomes,
                 "summary": summarize_rows(outcomes, present) if len(suites) > 1 else per_suite[suites[0]]["table"]}
-    atomic_write_text(out / "results.json", json.dumps(finite(combined), indent=1) + "\n")
     report = "\n\n".join([format_table(p) for p in per_suite.values()] + [format_summary(combined)])
-    atomic_write_text(out / "report.txt", report + "\n")
+    write_results(out, combined, text=report, report="report.txt")
     _plot(per_suite, out / "success.png")
     log(format_summary(combined))
     return combined

@@ -44,7 +44,7 @@ from cfjax.domains.memsyco.suite import query_text
 from cfjax.experiments.stats import clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.infra.embed import HashingEmbedder
 from cfjax.experiments.common import write_results
-from cfjax.uplift import VARIANTS, MemoryPool, UpliftRun
+from cfjax.uplift import TRAINING_ROWS, MemoryPool, UpliftRun
 from cfjax.uplift.core import Memory
 
 __all__ = ["LABEL", "METRICS", "NATIVE", "controlled_config", "run_controlled", "format_controlled", "main"]
@@ -141,7 +141,7 @@ def _run_store(cfg: UpliftConfig, suite, train, test, store: str, k: int, varian
         t0 = time.perf_counter()
         pool = _store_pool(suite, store, list(train) + list(test), cfg.retrieval.embed_dim)
         run = UpliftRun(cfg, executor, domain="memsyco", k_max=k, writer_backbone=None, pool=pool, recall=recall,
-                        variant=VARIANTS[v], log=log)
+                        row=TRAINING_ROWS[v], log=log)
         run.bootstrap(train)
         run.warmup()
         run.train(train)
@@ -210,8 +210,8 @@ def run_controlled(cfg: UpliftConfig, *, stores: Sequence[str] | None = ("rag", 
         if s not in STORES:
             raise ValueError(f"unknown store {s!r}; choose from {STORES}")
     for v in variants:
-        if v not in VARIANTS:
-            raise ValueError(f"unknown variant {v!r}; choose from {tuple(VARIANTS)}")
+        if v not in TRAINING_ROWS:
+            raise ValueError(f"unknown variant {v!r}; choose from {tuple(TRAINING_ROWS)}")
     if not variants:
         raise ValueError("need at least one variant")
     reps = cfg.eval_repeats if repeats is None else int(repeats)
@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     ap.add_argument("--out", default="", help="directory for results.json")
     ap.add_argument("--stores", default="", help="comma-separated stores (default: all five; two with --quick)")
     ap.add_argument("--k", default="5", help="comma-separated memory caps, e.g. 3,5,10")
-    ap.add_argument("--variants", default="upliftmem", help=f"comma-separated, from {','.join(VARIANTS)}")
+    ap.add_argument("--variants", default="upliftmem", help=f"comma-separated, from {','.join(TRAINING_ROWS)}")
     ap.add_argument("--epochs", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--small", action="store_true", help="the quick training config on the full suite")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,9 +29,8 @@ import jax
 import numpy as np
 
 from cfjax.config.uplift import UpliftConfig
-from cfjax.experiments.common import finite
+from cfjax.experiments.common import write_results
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
-from cfjax.infra.io import atomic_write_text
 
 __all__ = ["BUDGETS", "STRATEGIES", "run_probe_strategies", "format_probes", "probes_main"]
 
@@ -131,9 +129,8 @@ def run_probe_strategies(out_dir: str | Path, *, suites: Sequence[str], cfg: Upl
         summary[str(b)] = row
     payload = {"suites": list(suites), "seeds": list(seeds), "budgets": list(budgets), "strategies": list(strategies),
                "per_suite": per, "summary": summary, "backbone": "scripted backbone (seeded simulator, not an LLM)"}
-    atomic_write_text(out / "probes.json", json.dumps(finite(payload), indent=1) + "\n")
     text = format_probes(payload)
-    atomic_write_text(out / "probes.txt", text + "\n")
+    write_results(out, payload, text=text, name="probes.json", report="probes.txt")
     _plot(payload, out / "probes.png")
     log(text)
     return payload

@@ -318,9 +318,7 @@ def parse_choice(text: str, n: int) -> int | None:
 def render_insight(req: "InsightRequest") -> str:
     """EXPEL_INSIGHT: one transferable lesson from a completed attempt (ExpeL baseline)."""
     t = req.task
-    traj = truncate("\n".join(
-        f"Attempt {i}: {truncate(a.action, 'action')}\nFeedback: {truncate(a.feedback, 'feedback')}"
-        for i, a in enumerate(req.trajectory, 1)), "trajectory")
+    traj = _trajectory_text(req.trajectory, empty="")
     return (
         f"{_system(t)}\n\n### Task\n{t.question}\n\n### Trajectory ({'solved' if req.solved else 'not solved'})\n"
         f"{traj}\n\nAttributes of this task (name = value; the same list the CounterMem distiller sees):\n"
@@ -530,10 +528,11 @@ def _related_text(related: "Sequence[tuple[str, str]]") -> str:
     return truncate("\n".join(f"[{mid}] {truncate(t, 'record')}" for mid, t in related), "trajectory")
 
 
-def _trajectory_text(trajectory: "Sequence[Attempt]") -> str:
+def _trajectory_text(trajectory: "Sequence[Attempt]", empty: str = "(no attempts)") -> str:
+    """A finished trajectory, attempt by attempt (``empty`` when there is none), within the trajectory limit."""
     return truncate("\n".join(
         f"Attempt {i}: {truncate(a.action, 'action')}\nFeedback: {truncate(a.feedback, 'feedback')}"
-        for i, a in enumerate(trajectory, 1)) or "(no attempts)", "trajectory")
+        for i, a in enumerate(trajectory, 1)) or empty, "trajectory")
 
 
 _MEMORY_CONTRACT = (

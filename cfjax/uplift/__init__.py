@@ -14,9 +14,9 @@ Methods know only the shared Protocols: nothing here imports :mod:`cfjax.domains
 from cfjax.uplift.core import (Execution, ExecutionLog, Label, Labeler, Memory, SetExecutor, UtilitySpec, set_key,
                                utility)
 from cfjax.uplift.executor import AgentExecutor, memory_block
-from cfjax.uplift.pipeline import VARIANTS, EvalResult, TrainLog, UpliftRun, Variant
+from cfjax.uplift.pipeline import TRAINING_ROWS, EvalResult, TrainLog, UpliftRun, TrainingRow
 from cfjax.uplift.pool import MemoryPool, Writer, WriteOutcome
 
 __all__ = ["Execution", "ExecutionLog", "Label", "Labeler", "Memory", "SetExecutor", "UtilitySpec", "set_key",
-           "utility", "AgentExecutor", "memory_block", "VARIANTS", "EvalResult", "TrainLog", "UpliftRun", "Variant",
+           "utility", "AgentExecutor", "memory_block", "TRAINING_ROWS", "EvalResult", "TrainLog", "UpliftRun", "TrainingRow",
            "MemoryPool", "Writer", "WriteOutcome"]

@@ -19,12 +19,12 @@ writing labels), the execution log and the ledger. Its phases:
    (two events per epoch by default); the effective ``h`` is recorded.
 4. :meth:`UpliftRun.evaluate` — held-out tasks, ``eval_repeats`` draft seeds, with the fixed
    checkpoint: rows ``no_memory`` (∅), ``similarity_topk`` (the pool's native retrieval: recall order
-   under the same feasibility) and the variant (beam search, ``W = 2``). Evaluation executions have
+   under the same feasibility) and the trained row (beam search, ``W = 2``). Evaluation executions have
    their own log: they are not training cost, and evaluation feedback never reaches the scorer.
 
-Ablations (Table 2) are :class:`Variant` switches: ``base`` (untrained scorer), ``warmup_only``,
+Ablations (Table 2) are :class:`TrainingRow` switches: ``base`` (untrained scorer), ``warmup_only``,
 ``random_probing``, ``no_policy``, ``no_value`` (the value loss is removed after the warm-up, which
-is value-only by definition). Every variant keeps online writing, as in the paper.
+is value-only by definition). Every row keeps online writing, as in the paper.
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ from cfjax.uplift.probing import WindowTask, acquire, build_window
 from cfjax.uplift.retrieval import Candidates, Retriever
 from cfjax.uplift.scorer import LabelStore, PathRecord, ScorerTrainer
 
-__all__ = ["Variant", "VARIANTS", "UpliftRun", "EvalResult", "TrainLog"]
+__all__ = ["TrainingRow", "TRAINING_ROWS", "UpliftRun", "EvalResult", "TrainLog"]
 
 
 @dataclass(frozen=True)
-class Variant:
+class TrainingRow:
     """What a row trains (Table 2's ablations are switches of the full method)."""
 
     name: str = "upliftmem"
@@ -61,13 +61,13 @@ class Variant:
     w_policy: float = 1.0
 
 
-VARIANTS: dict[str, Variant] = {
-    "upliftmem": Variant(),
-    "base": Variant("base", warmup=False, online=False, probing=None),
-    "warmup_only": Variant("warmup_only", online=False, probing=None),
-    "random_probing": Variant("random_probing", probing="random"),
-    "no_policy": Variant("no_policy", w_policy=0.0),
-    "no_value": Variant("no_value", w_value=0.0),
+TRAINING_ROWS: dict[str, TrainingRow] = {
+    "upliftmem": TrainingRow(),
+    "base": TrainingRow("base", warmup=False, online=False, probing=None),
+    "warmup_only": TrainingRow("warmup_only", online=False, probing=None),
+    "random_probing": TrainingRow("random_probing", probing="random"),
+    "no_policy": TrainingRow("no_policy", w_policy=0.0),
+    "no_value": TrainingRow("no_value", w_value=0.0),
 }
 
 
@@ -106,15 +106,15 @@ class UpliftRun:
       writer_backbone: the writer/reviser model (``None``: no writing — fixed stores).
       pool: an initial pool (fixed stores), else an empty one.
       recall: ``task → (memories, similarities)`` overriding the pool's recall (per-task stores).
-      variant: the row's switches.
+      row: the trained row's switches (the full method or a Table 2 ablation).
       log: progress lines.
     """
 
     def __init__(self, cfg: UpliftConfig, executor: SetExecutor, *, domain: str, k_max: int,
                  writer_backbone: Backbone | None = None, pool: MemoryPool | None = None,
                  recall: Callable[[Task], tuple[list[Memory], np.ndarray]] | None = None,
-                 variant: Variant = VARIANTS["upliftmem"], log: Callable[[str], None] = lambda s: None) -> None:
-        self.cfg, self.variant, self.log_fn = cfg, variant, log
+                 row: TrainingRow = TRAINING_ROWS["upliftmem"], log: Callable[[str], None] = lambda s: None) -> None:
+        self.cfg, self.row, self.log_fn = cfg, row, log
         self.domain, self.k_max = domain, k_max
         self.ledger = Ledger("uplift-train")
         self.labeler = Labeler(executor, cfg.utility.get(domain), self.ledger, ExecutionLog())
@@ -154,8 +154,8 @@ class UpliftRun:
     def _update(self, steps: int, paths: Sequence[PathRecord] = (), *, policy: bool) -> None:
         if len(self.labels) == 0 or steps <= 0:
             return
-        w_v = self.variant.w_value if policy else 1.0  # the warm-up is value-only by definition
-        w_p = self.variant.w_policy if policy else 0.0
+        w_v = self.row.w_value if policy else 1.0  # the warm-up is value-only by definition
+        w_p = self.row.w_policy if policy else 0.0
         m = self.trainer.update(self.labels, self.rng, steps=steps, paths=paths, w_value=w_v, w_policy=w_p)
         self.train_log.updates.append({"tasks": self.processed, "loss": float(m.loss[-1]), "value": float(m.value[-1]),
                                        "policy": float(m.policy[-1]), "labels": len(self.labels)})
@@ -193,7 +193,7 @@ class UpliftRun:
         self.train_log.seconds["bootstrap"] = time.perf_counter() - t0
 
     def warmup(self) -> None:
-        if not self.variant.warmup:
+        if not self.row.warmup:
             return
         t0 = time.perf_counter()
         steps = self.cfg.training.warmup_steps
@@ -235,10 +235,10 @@ class UpliftRun:
                     order_members = [c.memories[a] for a in actions if 0 <= a < len(c.memories)]
                     window.append(WindowTask(c, order_members, seed, ref_id, executed))
                     self.processed += 1
-                    if self.variant.probing is not None and self.processed % h == 0:
+                    if self.row.probing is not None and self.processed % h == 0:
                         self.probe_window(window, on_window=on_window)
                         window = []
-                if self.variant.online:
+                if self.row.online:
                     self._update(tr.steps_per_update, records, policy=True)
         self.train_log.seconds["train"] = time.perf_counter() - t0
 
@@ -247,7 +247,7 @@ class UpliftRun:
         """One acquisition event: build the B.2 window, acquire, execute, label, update."""
         p = self.cfg.probing
         win = build_window(window, self.retriever, self.labels, p, self.rng)
-        picks = acquire(win, p, self._next_key(), budget=budget, strategy=strategy or self.variant.probing)
+        picks = acquire(win, p, self._next_key(), budget=budget, strategy=strategy or self.row.probing)
         labels = []
         for ti, members in picks:
             wt = win.tasks[ti]
@@ -260,7 +260,7 @@ class UpliftRun:
                                        "mean_y": float(np.mean([lab.y for lab in labels])) if labels else 0.0})
         if on_window is not None:
             on_window(win, picks, labels)
-        if self.variant.online and labels:
+        if self.row.online and labels:
             self._update(self.cfg.training.steps_per_update, policy=True)
         return labels
 
@@ -269,7 +269,7 @@ class UpliftRun:
             "no_memory", "similarity_topk", "upliftmem"), row_name: str | None = None) -> EvalResult:
         """Held-out tasks with the fixed checkpoint (module docstring); ``row_name`` renames the trained row."""
         reps = self.cfg.eval_repeats if repeats is None else repeats
-        name = row_name or self.variant.name
+        name = row_name or self.row.name
         labeler = Labeler(self.labeler.executor, self.labeler.spec, Ledger("uplift-eval"), ExecutionLog())
         cands = [self.retriever.candidates(t) for t in tasks]
         beam = self.retriever.beam(cands) if "upliftmem" in rows else [([], 0.0)] * len(tasks)

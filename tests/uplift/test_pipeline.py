@@ -20,7 +20,7 @@ from cfjax.config.uplift import ProbingSection, TrainingSection, UpliftConfig
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.scripted import ScriptedBackbone
 from cfjax.types import MemoryResult, Usage
-from cfjax.uplift import AgentExecutor, UpliftRun, Variant, set_key, utility
+from cfjax.uplift import AgentExecutor, UpliftRun, TrainingRow, set_key, utility
 from cfjax.uplift.probing import _dense_groups
 
 K = 5
@@ -218,7 +218,7 @@ def test_rejected_versions_still_yield_labels(suite, world):
     executor = AgentExecutor(bb, world, suite.edits, max_attempts=2)
     stub = UselessWriter()
     run = UpliftRun(cfg, executor, domain="sql", k_max=K, writer_backbone=stub,
-                    variant=Variant("plain", warmup=False, online=False, probing=None))
+                    row=TrainingRow("plain", warmup=False, online=False, probing=None))
     tasks = list(suite.splits().train)[:2]
     versions = cfg.training.revisions + 1
 
