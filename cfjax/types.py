@@ -236,13 +236,17 @@ class Usage:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: 1 when the call produced no usable reply (malformed or empty after every retry, or the
+    #: transport gave up): the caller parses "" and the ledger counts a failed LLM call.
+    failed: int = 0
 
     @property
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: "Usage") -> "Usage":
-        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
+                     self.failed + other.failed)
 
 
 @dataclass(frozen=True)

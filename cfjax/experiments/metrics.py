@@ -38,6 +38,8 @@ def row_metrics(episodes: Sequence[Episode], ledger: Ledger, *, memory: bool,
         tokens = sum(c.tokens for c in costs)
         calls = sum(c.eval_calls for c in costs)
         failed = sum(c.failed for c in costs)
+        llm_calls = sum(c.llm_calls for c in costs)
+        llm_failed = sum(c.llm_failed for c in costs)
         opp = len(decs) if memory else 0
         covered = sum(d.n_retrieved > 0 for d in decs) if memory else 0
         uses = [d for d in decs if d.slot > 0]
@@ -48,6 +50,9 @@ def row_metrics(episodes: Sequence[Episode], ledger: Ledger, *, memory: bool,
         out = {
             "n_tasks": n, "n_solved": solved, "success": 100.0 * solved / n if n else None,
             "tokens": tokens, "eval_calls": calls, "failed": failed,
+            # LLM calls, and those with no usable reply after every retry (a parse failure: the
+            # attempt went ahead with an empty reply and failed; never an exception)
+            "llm_calls": llm_calls, "llm_failed": llm_failed,
             "calls_per_solved": _ratio(calls, solved), "failed_per_solved": _ratio(failed, solved),
             "memory_tokens_per_task": _ratio(sum(d.memory_tokens for d in decs), n),
             "opportunities": opp, "covered": covered, "coverage": _ratio(covered, opp) if memory else None,

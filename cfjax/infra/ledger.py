@@ -24,6 +24,7 @@ class Costs:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_calls: int = 0
+    llm_failed: int = 0  # LLM calls with no usable reply (counted failed attempts, never exceptions)
     eval_calls: int = 0
     failed: int = 0
 
@@ -35,6 +36,7 @@ class Costs:
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         self.llm_calls += 1
+        self.llm_failed += usage.failed
 
     def add_eval(self, outcome: Outcome) -> None:
         self.eval_calls += 1
@@ -44,6 +46,7 @@ class Costs:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.llm_calls += other.llm_calls
+        self.llm_failed += other.llm_failed
         self.eval_calls += other.eval_calls
         self.failed += other.failed
         return self
@@ -51,6 +54,7 @@ class Costs:
     def as_dict(self) -> dict[str, int]:
         return {"tokens": self.tokens, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "llm_calls": self.llm_calls,
+                "llm_failed": self.llm_failed,
                 "eval_calls": self.eval_calls, "failed": self.failed}
 
 

@@ -6,17 +6,26 @@ and the *same* parsers (``cfjax.llm.prompts``, papers/countermem.md App. D.8):
 a :class:`TextBackbone` renders the template, obtains a completion from
 ``_complete`` and parses it. Token accounting therefore counts identical
 prompt text for every backbone.
+
+Every text backbone can share an on-disk response cache
+(:class:`cfjax.llm.cache.ResponseCache`): set ``backbone.cache`` and implement
+:meth:`TextBackbone.cache_identity`; the base class consults the cache around
+``_complete`` (see :meth:`TextBackbone._call`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
 
 from cfjax.llm import prompts
 from cfjax.types import (AlternativesRequest, AlternativesResult, Attempt, Backbone, Completion, DistilRequest,
                          DistilResult, DraftRequest, DraftResult, InsightRequest, InsightResult, JudgeRequest,
                          JudgeResult, MemoryResult, ReviseMemoryRequest, ReviseRequest, ReviseResult, Usage,
                          WriteMemoryRequest)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cfjax.llm.cache import ResponseCache
 
 __all__ = [
     "Usage",
@@ -36,7 +45,11 @@ __all__ = [
     "InsightResult",
     "Backbone",
     "TextBackbone",
+    "CACHE_IDENTITY_KEYS",
 ]
+
+#: Keys every :meth:`TextBackbone.cache_identity` must contain.
+CACHE_IDENTITY_KEYS = ("backend", "model", "temperature", "seed")
 
 
 class TextBackbone(ABC):
@@ -44,56 +57,121 @@ class TextBackbone(ABC):
 
     Subclasses implement ``_complete(kind, prompt, req)``; ``kind`` is the
     template name, ``req`` the structured request (a simulator may read it,
-    an HTTP client ignores it).
+    an HTTP client ignores it). Every call goes through :meth:`_call`, which
+    adds the response cache.
+
+    **Cache contract** (for every subclass, e.g. the OpenAI client and the
+    local transformers backbone):
+
+    - ``cache`` (attribute, default ``None``): a
+      :class:`~cfjax.llm.cache.ResponseCache`; ``None`` = no caching.
+    - ``cache_force`` (attribute, default ``False``): use the cache even when
+      the backbone samples (temperature > 0). Off by default because a sampled
+      reply is one draw; replaying it makes every rerun the same draw.
+    - :meth:`cache_identity` returns ``None`` when the backbone's replies are
+      not a function of the prompt and its settings (the scripted simulator
+      reads ``req``; the default is ``None``), and otherwise a JSON-encodable
+      dict that, together with the full prompt, determines the reply: at
+      least ``backend`` (e.g. ``"openai"``, ``"hf"``), ``model`` (the model
+      name or path), ``temperature``, ``seed`` (``None`` when unseeded), and
+      every other sampling parameter that changes the reply (``max_tokens``,
+      ``top_p``, the chat template's name, ...). It must not contain secrets
+      or the server address (the same model served elsewhere shares entries).
+    - ``_complete`` must mark a call that produced no usable reply with
+      ``usage.failed = 1``; such completions are never stored.
+    - When sampling (forced), the request's ``sample`` index (``DraftRequest.sample``) joins the
+      key, so the N drafts of Best-of-N stay N different draws.
+    - A hit returns the stored text **and the original usage** (the method's
+      cost is unchanged); subclasses may count hits by overriding
+      :meth:`_cache_hit`.
     """
 
     name: str = "text"
+    cache: ResponseCache | None = None
+    cache_force: bool = False
 
     @abstractmethod
     def _complete(self, kind: str, prompt: str, req: object) -> Completion: ...
 
+    def cache_identity(self) -> dict[str, Any] | None:
+        """What, besides the prompt, determines a reply; ``None`` = not cacheable (the default)."""
+        return None
+
+    def _cache_hit(self, kind: str, completion: Completion) -> None:
+        """Called after a reply was served from the cache (a hook for counters; the default does nothing)."""
+
+    def _call(self, kind: str, prompt: str, req: object) -> Completion:
+        """``_complete`` behind the response cache (when one is set and the backbone is cacheable).
+
+        Raises:
+          ValueError: ``cache_identity()`` breaks the contract (a required key is missing).
+        """
+        cache = self.cache
+        identity = self.cache_identity() if cache is not None else None
+        if cache is None or identity is None:
+            return self._complete(kind, prompt, req)
+        missing = [k for k in CACHE_IDENTITY_KEYS if k not in identity]
+        if missing:
+            raise ValueError(f"{type(self).__name__}.cache_identity() lacks {', '.join(missing)} "
+                             f"(required: {', '.join(CACHE_IDENTITY_KEYS)})")
+        temperature = identity["temperature"]
+        sampling = temperature is not None and float(temperature) > 0
+        if sampling and not self.cache_force:
+            return self._complete(kind, prompt, req)
+        if sampling:  # independent samples of one prompt (Best-of-N drafts) must not share an entry
+            identity = {**identity, "sample": getattr(req, "sample", 0)}
+        key = cache.key(identity, prompt)
+        hit = cache.get(key)
+        if hit is not None:
+            self._cache_hit(kind, hit)
+            return hit
+        c = self._complete(kind, prompt, req)
+        if not c.usage.failed:
+            cache.put(key, c)
+        return c
+
     def draft_action(self, req: DraftRequest) -> DraftResult:
         prompt = prompts.render_draft(req)
-        c = self._complete(prompts.DRAFT_ACTION, prompt, req)
+        c = self._call(prompts.DRAFT_ACTION, prompt, req)
         return DraftResult(prompts.parse_action(c.text), c.usage, c.text, prompts.parse_applied(c.text))
 
     def generate_local_alternatives(self, req: AlternativesRequest) -> AlternativesResult:
         prompt = prompts.render_alternatives(req)
-        c = self._complete(prompts.GENERATE_LOCAL_ALTERNATIVES, prompt, req)
+        c = self._call(prompts.GENERATE_LOCAL_ALTERNATIVES, prompt, req)
         edits = prompts.parse_edits(c.text, n_units=len(req.units), k=req.k)
         return AlternativesResult(tuple(edits), c.usage, c.text)
 
     def distil_record(self, req: DistilRequest) -> DistilResult:
         prompt = prompts.render_distil(req)
-        c = self._complete(prompts.DISTIL_RECORD, prompt, req)
+        c = self._call(prompts.DISTIL_RECORD, prompt, req)
         situation, condition = prompts.parse_distil(c.text)
         return DistilResult(situation, condition, c.usage, c.text)
 
     def revise_with_record(self, req: ReviseRequest) -> ReviseResult:
         prompt = prompts.render_revise(req)
-        c = self._complete(prompts.REVISE_WITH_RECORD, prompt, req)
+        c = self._call(prompts.REVISE_WITH_RECORD, prompt, req)
         action = prompts.parse_action(c.text, default=req.draft)
         return ReviseResult(action, c.usage, c.text)
 
     def judge_candidates(self, req: JudgeRequest) -> JudgeResult:
         prompt = prompts.render_judge(req)
-        c = self._complete(prompts.BEST_OF_N_JUDGE, prompt, req)
+        c = self._call(prompts.BEST_OF_N_JUDGE, prompt, req)
         k = prompts.parse_choice(c.text, len(req.candidates))
         return JudgeResult(0 if k is None else k, k is not None, c.usage, c.text)
 
     def extract_insight(self, req: InsightRequest) -> InsightResult:
         prompt = prompts.render_insight(req)
-        c = self._complete(prompts.EXPEL_INSIGHT, prompt, req)
+        c = self._call(prompts.EXPEL_INSIGHT, prompt, req)
         return InsightResult(prompts.parse_lesson(c.text), c.usage, c.text)
 
     def write_memory(self, req: WriteMemoryRequest) -> MemoryResult:
         """WRITE_MEMORY (UpliftMem App. B.3): one memory candidate from a completed trajectory."""
         prompt = prompts.render_write_memory(req)
-        c = self._complete(prompts.WRITE_MEMORY, prompt, req)
+        c = self._call(prompts.WRITE_MEMORY, prompt, req)
         return MemoryResult(prompts.parse_memory(c.text), c.usage, c.text)
 
     def revise_memory(self, req: ReviseMemoryRequest) -> MemoryResult:
         """REVISE_MEMORY (UpliftMem App. B.3, E.5): a revised candidate."""
         prompt = prompts.render_revise_memory(req)
-        c = self._complete(prompts.REVISE_MEMORY, prompt, req)
+        c = self._call(prompts.REVISE_MEMORY, prompt, req)
         return MemoryResult(prompts.parse_memory(c.text), c.usage, c.text)
