@@ -51,7 +51,7 @@ def _one_seed(suite, cfg: UpliftConfig, seed: int, strategies: Sequence[str], bu
     backbone = BackboneSpec("scripted").make(suite, cfg.backbone_seed, cfg)
     executor = AgentExecutor(backbone, world, suite.edits, max_attempts=cfg.training.max_attempts)
     cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, seed=seed))
-    run = UpliftRun(cfg, executor, domain=suite.name, k_max=cfg.retrieval.k_for(sp.eval[0].domain),
+    run = UpliftRun(cfg, executor, domain=getattr(suite, "base", suite.name), k_max=cfg.retrieval.k_for(sp.eval[0].domain),
                     writer_backbone=backbone)
     run.bootstrap(list(sp.build))
     run.warmup()

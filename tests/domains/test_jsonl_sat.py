@@ -1,0 +1,177 @@
+"""``--suite jsonl:PATH`` with SAT/SMT encoding rows (issue 14).
+
+Tiny instances written by the test: a three-region map to colour (SAT) inline, and a two-job
+schedule (SMT) in an instance file; the verifier's rules are the checker settings, so success needs
+no gold. Checks loading, the gold check, the gold-free drafter, and one malformed-line case per field.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from cfjax.config import ScriptedConfig
+from cfjax.domains.jsonl import JSONLError, JSONLSuite, load
+
+MAP = {"env_id": "row3", "solver": "sat", "problem": "colouring", "description": "three regions in a row",
+       "sets": {"REGIONS": ["a", "b", "c"], "COLOURS": ["red", "green", "blue"], "BORDERS": [["a", "b"], ["b", "c"]]},
+       "families": {}, "vars": {"x": ["REGIONS", "COLOURS"]},
+       "data": {"var": "x", "regions": "REGIONS", "colours": "COLOURS", "borders": "BORDERS",
+                "var_doc": "region v has colour c"}}
+MAP_RULES = [{"rule": "colours_per_region", "op": "==", "k": 1}, {"rule": "proper"}]
+MAP_GOLD = "each v in REGIONS: exactly 1 of x[v,c] for c in COLOURS\neach (u,v) in BORDERS, c in COLOURS: ~x[u,c] | ~x[v,c]"
+MAP_START = "each v in REGIONS: atleast 1 of x[v,c] for c in COLOURS\neach (u,v) in BORDERS, c in COLOURS: ~x[u,c] | ~x[v,c]"
+
+PLAN = {"env_id": "plan2", "solver": "smt", "problem": "schedule", "jobs": [["dig", 2], ["pour", 3]], "horizon": 9,
+        "description": "two jobs"}
+PLAN_RULES = [{"rule": "after", "job": "pour", "prev": "dig"}, {"rule": "deadline", "job": "pour", "day": 6}]
+PLAN_GOLD = "(assert (>= s_pour e_dig))\n(assert (<= e_pour 6))"
+
+
+def write(d: Path, rows: list[dict]) -> Path:
+    path = d / "encodings.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def map_row(**kw) -> dict:
+    return {"domain": "sat", "question": "Every region gets exactly one colour; bordering regions differ.",
+            "instance": MAP, "rules": MAP_RULES, "start": MAP_START, "gold": MAP_GOLD} | kw
+
+
+def plan_row(**kw) -> dict:
+    return {"domain": "sat", "question": "Pour starts once dig has finished and is finished by day 6.",
+            "instance_path": "instances/plan2.json", "rules": PLAN_RULES, "gold": PLAN_GOLD} | kw
+
+
+@pytest.fixture
+def d(tmp_path) -> Path:
+    (tmp_path / "instances").mkdir()
+    (tmp_path / "instances" / "plan2.json").write_text(json.dumps(PLAN))
+    return tmp_path
+
+
+def test_sat_and_smt_rows_load_and_grade(d):
+    (d / "instances" / "plan2_gold.smt2").write_text(PLAN_GOLD)
+    (d / "instances" / "plan2_start.smt2").write_text("(assert (> s_pour e_dig))\n(assert (<= e_pour 6))")
+    s = JSONLSuite.build(d / "root", write(d, [map_row(id="m1"), map_row(id="m2", gold=None), plan_row(id="p1"),
+                                              plan_row(id="p2", gold=None, gold_path="instances/plan2_gold.smt2",
+                                                       start_path="instances/plan2_start.smt2")]))
+    assert s.base == "sat" and [t.domain for t in s.tasks] == ["sat", "sat", "smt", "smt"]
+    m1, _, p1, p2 = s.tasks
+    assert s.keys[p2.task_id].gold == PLAN_GOLD and "(assert (> s_pour e_dig))" in p2.context
+    assert m1.env_id == "row3" and "REGIONS = {a, b, c}" in m1.context and "atleast 1" in m1.context
+    assert "exactly 1" not in m1.context  # the start encoding is shown, never the gold
+    assert m1.attrs["problem"] == "colouring" and m1.attrs["solver"] == "sat"
+    assert p1.env_id == "plan2" and "(declare-const s_pour Int)" in p1.context
+    w = s.world()
+    assert w.evaluate(m1, MAP_GOLD).solved and not w.evaluate(m1, MAP_START).solved
+    assert w.evaluate(p1, PLAN_GOLD).solved and not w.evaluate(p1, "(assert (<= e_pour 6))").solved
+    assert not s.keys[s.tasks[1].task_id].gold  # gold optional: the verifier decides success
+
+
+def test_drafter_repairs_the_start_encoding_without_gold(d):
+    s = JSONLSuite.build(d / "root", write(d, [map_row(id=f"m{i}") for i in range(3)] + [plan_row(id="p")]))
+    sd, w, cfg = s.scripted_domain(), s.world(), ScriptedConfig()
+    assert not hasattr(sd, "_keys")
+    m = s.tasks[0]
+    drafts = [sd.draft(m, a, random.Random(a), cfg) for a in range(12)]
+    assert any(w.evaluate(m, a).solved for a in drafts)  # one rule edit of the start can repair it
+    assert sd.draft(s.tasks[3], 0, random.Random(0), cfg) == ""  # no start: nothing to repair
+    assert sd.true_fixes(m, MAP_START) == {}
+
+
+def _err(d: Path, rows: list[dict]) -> JSONLError:
+    with pytest.raises(JSONLError) as e:
+        load(write(d, rows))
+    return e.value
+
+
+def test_error_missing_instance(d):
+    row = map_row()
+    del row["instance"]
+    e = _err(d, [plan_row(), row])
+    assert (e.line, e.field) == (2, "instance")
+
+
+def test_error_bad_instance(d):
+    bad = dict(MAP, vars={"x": ["REGIONS", "SHADES"]})
+    e = _err(d, [map_row(instance=bad)])
+    assert (e.line, e.field) == (1, "instance") and "SHADES" in str(e)
+    e = _err(d, [map_row(), plan_row(instance_path="instances/none.json")])
+    assert (e.line, e.field) == (2, "instance_path") and "instance file not found" in str(e)
+
+
+def test_error_bad_rules(d):
+    e = _err(d, [map_row(rules=[{"rule": "paint", "region": "a"}])])
+    assert (e.line, e.field) == (1, "rules") and "KeyError" in str(e)
+    e = _err(d, [map_row(rules=[])])
+    assert (e.line, e.field) == (1, "rules")
+
+
+def test_error_gold_does_not_solve(d):
+    e = _err(d, [map_row(id="a"), map_row(id="b", gold=MAP_START)])
+    assert (e.line, e.field) == (2, "gold") and "does not solve" in str(e)
+
+
+def test_error_two_instances_for_one_environment(d):
+    other = dict(MAP, description="another map with the same id")
+    e = _err(d, [map_row(id="a"), map_row(id="b", instance=other)])
+    assert (e.line, e.field) == (2, "instance") and "line 1" in str(e)
+
+
+# --------------------------------------------------------------------------- DIMACS formulas
+
+# (x1 ∨ ¬x2) ∧ (x2 ∨ x3) ∧ (¬x1 ∨ ¬x3), SATLIB style (comments, clauses over lines, % trailer)
+TINY_CNF = "c a tiny formula\np cnf 3 3\n1 -2 0\n2 3\n0 -1 -3 0\n%\n0\n"
+
+
+def cnf_row(**kw) -> dict:
+    return {"domain": "sat", "question": "Encode the formula; variable 3 must be false.",
+            "dimacs_path": "cnf/tiny.cnf", "rules": [{"rule": "clauses"}, {"rule": "assign", "var": 3, "value": False}]} | kw
+
+
+def test_dimacs_rows_load_and_grade(d):
+    (d / "cnf").mkdir()
+    (d / "cnf" / "tiny.cnf").write_text(TINY_CNF)
+    inline = "p cnf 2 2\n1 2 0\n-1 -2 0\n"  # exactly one of two
+    s = JSONLSuite.build(d / "root", write(d, [cnf_row(id="c1"), cnf_row(id="c2", rules=None),
+                                              {"domain": "sat", "id": "x1", "question": "Encode it.", "dimacs": inline,
+                                               "gold": "x[v1] | x[v2]\n~x[v1] | ~x[v2]"}]))
+    c1, c2, x1 = s.tasks
+    assert c1.env_id == "tiny" and c1.domain == "sat" and x1.env_id.startswith("cnf_")
+    assert "x[v1] | ~x[v2]" in c1.context and "VARS = {v1, v2, v3}" in c1.context
+    assert s.loader.rules[c2.task_id] == ({"rule": "clauses"},)  # the default checker settings
+    w = s.world()
+    transcription = "x[v1] | ~x[v2]\nx[v2] | x[v3]\n~x[v1] | ~x[v3]"
+    assert w.evaluate(c2, transcription).solved
+    out = w.evaluate(c1, transcription)  # the stated requirement is missing from the encoding
+    assert not out.solved and "variable 3 is false" in out.feedback
+    assert w.evaluate(c1, transcription + "\n~x[v3]").solved
+    sd = s.scripted_domain()  # without a start, the drafter transcribes the formula the context shows
+    assert sd.draft(c2, 0, random.Random(0), ScriptedConfig()) == transcription
+    assert sd.draft(c2, 1, random.Random(1), ScriptedConfig()) != transcription
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("1 2 0\n", "before the 'p cnf' header"),
+    ("p cnf 2 1\n1 3 0\n", "literal 3 names no variable"),
+    ("p cnf 2 2\n1 2 0\n", "announces 2 clauses"),
+    ("p cnf 2 1\n1 2\n", "does not end with 0"),
+    ("p cnf 2 2\n1 0\n0\n", "empty clause"),
+    ("p cnf 2 1\n1 x 0\n", "'x' is not a literal"),
+])
+def test_error_bad_dimacs(d, text, msg):
+    e = _err(d, [{"domain": "sat", "question": "q", "dimacs": "p cnf 1 1\n1 0\n"},
+                 {"domain": "sat", "question": "q", "dimacs": text}])
+    assert (e.line, e.field) == (2, "dimacs") and msg in str(e)
+
+
+def test_error_bad_cnf_rules_and_missing_file(d):
+    e = _err(d, [cnf_row(dimacs_path=None, dimacs=TINY_CNF, rules=[{"rule": "assign", "var": 9}])])
+    assert (e.line, e.field) == (1, "rules") and "not one of 1..3" in str(e)
+    e = _err(d, [cnf_row()])
+    assert (e.line, e.field) == (1, "dimacs_path") and "DIMACS file not found" in str(e)
