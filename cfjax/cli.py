@@ -143,8 +143,64 @@ def _countermem_config(args: argparse.Namespace):
 def _backbone(args: argparse.Namespace):
     from cfjax.experiments.countermem import backbone_spec
 
+    cache = False if getattr(args, "no_cache", False) else getattr(args, "cache", None)
     return _checked(f"--backbone {args.backbone}", backbone_spec, args.backbone,
-                    base_url=getattr(args, "base_url", None), model=getattr(args, "model", None))
+                    base_url=getattr(args, "base_url", None), model=getattr(args, "model", None),
+                    max_inflight=getattr(args, "max_inflight", None), cache=cache,
+                    tokenizer=getattr(args, "tokenizer", None), cache_force=getattr(args, "cache_force", False))
+
+
+def _executor(args: argparse.Namespace):
+    from cfjax.infra.executors import resolve_executor
+
+    return _checked("--executor", resolve_executor, getattr(args, "executor", "local"),
+                    task_cpus=getattr(args, "task_cpus", None))
+
+
+def _executor_flags(parser: argparse.ArgumentParser) -> None:
+    from cfjax.infra.executors import EXECUTORS
+
+    parser.add_argument("--executor", choices=EXECUTORS, default="local",
+                        help="where units run: local (process pool, default) or ray (joins RAY_ADDRESS, else "
+                             "starts a local Ray instance; pip install 'cfjax[ray]')")
+    parser.add_argument("--task-cpus", type=float, default=None,
+                        help="CPUs each Ray task reserves (default 1; --executor ray only)")
+
+
+def _backbone_arg(value: str) -> str:
+    if value in ("scripted", "openai") or (value.startswith("hf:") and len(value) > 3):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"{value!r}: choose scripted, openai or hf:PATH (a local transformers model folder)")
+
+
+def _backbone_flags(parser: argparse.ArgumentParser) -> None:
+    """The backbone flags every run command shares: which model, how many calls in flight, the
+    response cache and the tokenizer."""
+    parser.add_argument("--backbone", type=_backbone_arg, default="scripted", metavar="{scripted,openai,hf:PATH}",
+                        help="scripted (seeded simulator, default); openai (any OpenAI-compatible server: vLLM, "
+                             "llama.cpp, Ollama; --base-url/--model or CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL); "
+                             "hf:PATH (a local transformers model folder, never downloaded)")
+    parser.add_argument("--allow-weak-sandbox", action="store_true",
+                        help="run a real model's code on the Python suite even when a sandbox layer is missing "
+                             "(see `cfjax doctor`)")
+    parser.add_argument("--base-url", default=None, help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--model", default=None, help="model name the server expects")
+    parser.add_argument("--max-inflight", type=_pos_int, default=None,
+                        help="independent LLM calls in flight at once (held-out episodes of every row, Best-of-N "
+                             "drafts, probes; default 32 for an LLM, 1 for the scripted backbone); results are "
+                             "identical to the serial run")
+    parser.add_argument("--threads", dest="max_inflight", type=_pos_int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--cache", default=None, metavar="FILE",
+                        help="LLM response cache shared by rows and reruns (default: "
+                             "$CFJAX_CACHE_DIR/responses.sqlite or ~/.cache/cfjax/responses.sqlite; off at "
+                             "temperature > 0)")
+    parser.add_argument("--no-cache", action="store_true", help="no LLM response cache")
+    parser.add_argument("--cache-force", action="store_true",
+                        help="cache replies even at temperature > 0 (a rerun then replays the same samples)")
+    parser.add_argument("--tokenizer", default=None, metavar="PATH",
+                        help="a Hugging Face tokenizer folder: exact token counts for --backbone openai when the "
+                             "server reports no usage")
 
 
 #: suites whose world runs model-written code in the OS sandbox (:mod:`cfjax.sandbox`)
@@ -153,7 +209,10 @@ _SANDBOXED_SUITES = ("pybugs",)
 
 def _check_sandbox(args: argparse.Namespace, suites: list[str]) -> None:
     """A real model's code runs only with every sandbox layer, unless ``--allow-weak-sandbox``."""
-    if args.backbone == "scripted" or not any(s in _SANDBOXED_SUITES for s in suites):
+    from cfjax.domains import suite_base
+
+    # a user suite (jsonl:PATH) of Python tasks runs generated code like the built-in Python suite
+    if args.backbone == "scripted" or not any(suite_base(s) in _SANDBOXED_SUITES for s in suites):
         return
     from cfjax.sandbox import missing, require_strong
 
@@ -191,8 +250,8 @@ def _countermem_run(args: argparse.Namespace) -> int:
     cfg = _countermem_config(args)
     max_tasks = (args.max_tasks or QUICK.max_tasks) if args.quick else args.max_tasks
     run_main(cfg, suites=suites, rows=rows, out=args.out, backbone=_backbone(args),
-             workers=args.workers, threads=args.threads, max_tasks=max_tasks, quick=args.quick,
-             progress=not args.no_progress, log=_log, existing=_existing(args))
+             workers=args.workers, threads=args.max_inflight, max_tasks=max_tasks, quick=args.quick,
+             progress=not args.no_progress, log=_log, existing=_existing(args), executor=_executor(args))
     return 0
 
 
@@ -216,8 +275,13 @@ def _countermem_table(args: argparse.Namespace) -> int:
     from cfjax.experiments.selectors import table_main
 
     cfg = load_toml(CounterMemConfig, args.config) if args.config else CounterMemConfig()
-    table_main(cfg, suite=args.suite, out=args.out, seed=args.seed, samples=args.samples,
-               progress=not args.no_progress, log=_log, existing=_existing(args))
+    suite = args.suite
+    if suite.startswith("jsonl:"):  # a user's task file: validated, named jsonl-<stem>
+        from cfjax.experiments.countermem import resolve_suites
+
+        (suite,) = resolve_suites(suite)
+    table_main(cfg, suite=suite, out=args.out, seed=args.seed, samples=args.samples,
+               progress=not args.no_progress, log=_log, existing=_existing(args), executor=_executor(args))
     return 0
 
 
@@ -228,7 +292,8 @@ def _countermem_train_selectors(args: argparse.Namespace) -> int:
     _checked("--seeds", parse_seeds, args.seeds)
     _checked("--grid", parse_grid, list(args.grid or []))
     train_selectors_main(args.table, seeds=args.seeds, grid=args.grid or [], decisions=args.decisions, out=args.out,
-                         n_boot=args.n_boot, log=_log, existing=_existing(args))
+                         n_boot=args.n_boot, log=_log, existing=_existing(args), coordinator=args.coordinator,
+                         num_processes=args.num_processes, process_id=args.process_id)
     return 0
 
 
@@ -257,7 +322,7 @@ def _antipersist_run(args: argparse.Namespace) -> int:
     _check_sandbox(args, suites)
     cfg = _antipersist_config(args)
     run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=_backbone(args), workers=args.workers,
-             quick=args.quick, log=_log, existing=_existing(args))
+             quick=args.quick, log=_log, existing=_existing(args), executor=_executor(args))
     return 0
 
 
@@ -284,7 +349,7 @@ def _upliftmem_run(args: argparse.Namespace) -> int:
     _check_sandbox(args, suites)
     cfg = _upliftmem_config(args)
     run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=_backbone(args), workers=args.workers,
-             quick=args.quick, log=_log, existing=_existing(args))
+             quick=args.quick, log=_log, existing=_existing(args), executor=_executor(args))
     return 0
 
 
@@ -303,7 +368,7 @@ def _compare(args: argparse.Namespace) -> int:
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)
     compare_main(suites=suites, out=args.out, quick=args.quick, workers=args.workers, backbone=_backbone(args),
-                 log=_log, existing=_existing(args))
+                 log=_log, existing=_existing(args), executor=_executor(args))
     return 0
 
 
@@ -311,7 +376,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from cfjax.experiments.sweep import DEFAULT_GRID, run_sweep
 
     run_sweep(args.method, grid=args.grid or DEFAULT_GRID, out=args.out, quick=args.quick, workers=args.workers,
-              log=_log, existing=_existing(args))
+              log=_log, existing=_existing(args), executor=_executor(args))
     return 0
 
 
@@ -336,17 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
     cms = cm.add_subparsers(dest="command", required=True)
     r = cms.add_parser("run", parents=[common],
                        help="Algorithm 1 with every baseline and ablation row on the built-in suites")
-    r.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
+    r.add_argument("--suite", default="all", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks; README, 'Bring your own tasks') (default: all)")
     r.add_argument("--rows", nargs="+", default=None,
                    help="rows to run (default: all): none best_of_n expel cf_memory cf_without_wm wm_without_cf "
                         "random_retrieval shuffled_retrieval no_condition retention accumulation")
     r.add_argument("--out", required=True, help="output directory")
-    r.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
-                   help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server; "
-                        "set CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL)")
-    r.add_argument("--allow-weak-sandbox", action="store_true",
-                   help="run a real model's code on the Python suite even when a sandbox layer is missing "
-                        "(see `cfjax doctor`)")
+    _backbone_flags(r)
     r.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="backbone seeds (default: 0 1 2)")
     r.add_argument("--split-seeds", type=_seed_int, nargs="+", default=None,
                    help="split seeds, one twin-free split each (default: 12345 1 2)")
@@ -362,12 +422,11 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{QUICK.decisions} selector decisions")
     r.add_argument("--workers", type=_pos_int, default=None,
                    help="worker processes over (suite, split, seed) units (default: min(2, CPUs))")
-    r.add_argument("--threads", type=_pos_int, default=None,
-                   help="threads per evaluation phase (default: 8 for openai, 1 for scripted)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     _out_flags(r, force="replace a run already in --out: remove config.toml, results.json, report.txt, "
                         "suites/<suite>/, <suite>/split_*/ and figures/*.png the run wrote (other files are kept)",
                resume=None)
+    _executor_flags(r)
     r.set_defaults(func=_countermem_run)
 
     rp = cms.add_parser("report", parents=[common], help="print the tables of a run and draw its figures (PNG)")
@@ -378,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=_countermem_report)
 
     t = cms.add_parser("table", parents=[common], help="build a counterfactual decision table for selector training")
-    t.add_argument("--suite", default="sql", help="sql | pybugs | sat (default: sql)")
+    t.add_argument("--suite", default="sql", help="sql | pybugs | sat | jsonl:PATH (your own tasks) (default: sql)")
     t.add_argument("--out", required=True, help="output directory (--resume continues a build already there)")
     t.add_argument("--seed", type=_seed_int, default=0, help="backbone / construction seed (default 0)")
     t.add_argument("--samples", type=_pos_int, default=4, help="independent draft samples per task (default 4)")
@@ -387,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     _out_flags(t, force="start over: remove store.json, build.json, parts/, table.npz, table.json, selectors.json and "
                         "suites/<suite>/ (other files are kept)",
                resume="continue the build in --out: reuse its checked store and finished parts (same settings only)")
+    _executor_flags(t)
     t.set_defaults(func=_countermem_table)
 
     ts = cms.add_parser("train-selectors", parents=[common], help="train many selectors at once on a decision table")
@@ -398,6 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--out", default=None, help="results JSON (default TABLE/selectors.json)")
     ts.add_argument("--n-boot", type=_pos_int, default=2000,
                     help="bootstrap resamples for the 95%% intervals against skip / top-1 / oracle (default 2000)")
+    ts.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                    help="multi-process training: address of process 0 (default $CFJAX_COORDINATOR; none: one process)")
+    ts.add_argument("--num-processes", type=_pos_int, default=None,
+                    help="multi-process training: number of processes (default $CFJAX_NUM_PROCESSES)")
+    ts.add_argument("--process-id", type=int, default=None,
+                    help="multi-process training: this process, 0..N-1 (default $CFJAX_PROCESS_ID)")
     _out_flags(ts, force="replace the results JSON if it exists", resume=None)
     ts.set_defaults(func=_countermem_train_selectors)
 
@@ -405,17 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
     aps = ap.add_subparsers(dest="command", required=True)
     ar = aps.add_parser("run", parents=[common],
                         help="the iteration protocol with every row (held-out success by iteration)")
-    ar.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
+    ar.add_argument("--suite", default="all", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks; README, 'Bring your own tasks') (default: all)")
     ar.add_argument("--out", required=True, help="output directory")
     ar.add_argument("--rows", nargs="+", default=None, help="rows to run (default: all)")
-    ar.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
-                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server; "
-                         "--base-url/--model or CFJAX_LLM_BASE_URL and CFJAX_LLM_MODEL)")
-    ar.add_argument("--allow-weak-sandbox", action="store_true",
-                   help="run a real model's code on the Python suite even when a sandbox layer is missing "
-                        "(see `cfjax doctor`)")
-    ar.add_argument("--base-url", default=None, help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
-    ar.add_argument("--model", default=None, help="model name the server expects")
+    _backbone_flags(ar)
     ar.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="backbone seeds (default: 42 43 44)")
     ar.add_argument("--split-seeds", type=_seed_int, nargs="+", default=None,
                     help="build/train/eval split seeds, each a bootstrap cluster (default: 12345 1 2)")
@@ -434,6 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     _out_flags(ar, force="replace a run already in --out: remove config.toml, results.json, report.txt, "
                          "suites/<suite>/ and <suite>/{results.json,success_by_iteration.png,split_*/} the run "
                          "wrote (other files are kept)", resume=None)
+    _executor_flags(ar)
     ar.set_defaults(func=_antipersist_run)
 
     up = sub.add_parser("upliftmem", help="UpliftMem: set-level uplift retrieval with decision-aware probing")
@@ -441,17 +501,12 @@ def build_parser() -> argparse.ArgumentParser:
     ur = ups.add_parser("run", parents=[common],
                         help="train once per row, evaluate 3 times: no memory, similarity top-K, UpliftMem and "
                              "its ablations (Tables 1-2 analogues)")
-    ur.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
+    ur.add_argument("--suite", default="all", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks; README, 'Bring your own tasks') (default: all)")
     ur.add_argument("--out", required=True, help="output directory")
     ur.add_argument("--rows", nargs="+", default=None,
                     help="trained rows (default: upliftmem base warmup_only random_probing no_policy no_value; "
                          "no_memory and similarity_topk always come with upliftmem)")
-    ur.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
-                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server)")
-    ur.add_argument("--allow-weak-sandbox", action="store_true",
-                    help="run a real model's code on the Python suite even when a sandbox layer is missing")
-    ur.add_argument("--base-url", default=None, help="OpenAI-compatible API root")
-    ur.add_argument("--model", default=None, help="model name the server expects")
+    _backbone_flags(ur)
     ur.add_argument("--config", default=None, help="an UpliftConfig TOML file (see DIR/config.toml of a run)")
     ur.add_argument("--max-tasks", type=_pos_int, default=None, help="tasks per split, spread over it (default: all)")
     ur.add_argument("--probe-strategy", choices=("evsi", "random", "mcstd", "eig"), default=None,
@@ -461,11 +516,12 @@ def build_parser() -> argparse.ArgumentParser:
     ur.add_argument("--quick", action="store_true", help="16 tasks per split, 1 epoch, 1 evaluation repeat (smoke run)")
     _out_flags(ur, force="replace a run already in --out: remove config.toml, results.json, report.txt, success.png, "
                          "suites/ and <suite>/ the run wrote (other files are kept)", resume=None)
+    _executor_flags(ur)
     ur.set_defaults(func=_upliftmem_run)
     upr = ups.add_parser("probes", parents=[common],
                          help="EVSI, random, MC-STD and EIG probing from the same warm-up checkpoint and fixed store "
                               "at budgets 20-200 (RQ4): cumulative success and mean reward")
-    upr.add_argument("--suite", default="sql", help="sql | pybugs | sat | all (default: sql)")
+    upr.add_argument("--suite", default="sql", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks) (default: sql)")
     upr.add_argument("--out", required=True, help="output directory")
     upr.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="training seeds (default: 0)")
     upr.add_argument("--quick", action="store_true", help="budgets 5 10 20 on 16 tasks per split (smoke run)")
@@ -475,18 +531,14 @@ def build_parser() -> argparse.ArgumentParser:
     co = sub.add_parser("compare", parents=[common],
                         help="none, CounterMem, Anti-Persistence and UpliftMem on the same held-out tasks, backbone "
                              "and seeds: one table and one figure with paired intervals and each method's cost")
-    co.add_argument("--suite", default="all", help="sql | pybugs | sat | all (default: all)")
+    co.add_argument("--suite", default="all", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks; README, 'Bring your own tasks') (default: all)")
     co.add_argument("--out", required=True, help="output directory")
     co.add_argument("--quick", action="store_true", help="one seed, 16 tasks per split, each method's smoke preset")
     co.add_argument("--workers", type=_pos_int, default=None, help="worker processes (default: min(2, CPUs))")
-    co.add_argument("--backbone", choices=("scripted", "openai"), default="scripted",
-                    help="scripted (seeded simulator, default) or openai (any OpenAI-compatible server)")
-    co.add_argument("--allow-weak-sandbox", action="store_true",
-                    help="run a real model's code on the Python suite even when a sandbox layer is missing")
-    co.add_argument("--base-url", default=None, help="OpenAI-compatible API root")
-    co.add_argument("--model", default=None, help="model name the server expects")
+    _backbone_flags(co)
     _out_flags(co, force="replace a comparison already in --out (config.toml, results.json, report.txt, "
                          "compare.png, suites/, <suite>/; other files are kept)", resume=None)
+    _executor_flags(co)
     co.set_defaults(func=_compare)
 
     sw = sub.add_parser("sweep", parents=[common],
@@ -499,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--workers", type=_pos_int, default=None, help="worker processes (default: min(2, CPUs))")
     _out_flags(sw, force="replace a sweep already in --out: remove sweep.json, sweep.txt, sweep_*.png, "
                          "suites/<suite>/ and point_*/ (other files are kept)", resume=None)
+    _executor_flags(sw)
     sw.set_defaults(func=_sweep)
 
     dr = sub.add_parser("doctor", parents=[common],

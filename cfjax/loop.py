@@ -28,12 +28,14 @@ they call; the loop charges the attempt's evaluation).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
+from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
 from cfjax.types import (Attempt, Backbone, DraftRequest, EditModel, JudgeRequest, MemoryText, Outcome, Task,
                          World)
@@ -152,34 +154,46 @@ def draft_once(backbone: Backbone, memory: MemoryText | None = None) -> DraftFn:
 
 @dataclass
 class JudgeLog:
-    """How often the Best-of-N judge's reply did not parse (fallback to candidate 1)."""
+    """How often the Best-of-N judge's reply did not parse (fallback to candidate 1).
+
+    Safe to share between the threads of a concurrent evaluation (:meth:`note`)."""
 
     calls: int = 0
     parse_failures: int = 0
     failed_replies: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def note(self, parsed: bool, raw: str) -> None:
+        with self._lock:
+            self.calls += 1
+            if not parsed:
+                self.parse_failures += 1
+                if len(self.failed_replies) < 20:
+                    self.failed_replies.append(raw[:200])
 
 
-def best_of_n(backbone: Backbone, n: int, judge_log: JudgeLog | None = None) -> DraftFn:
+def best_of_n(backbone: Backbone, n: int, judge_log: JudgeLog | None = None, *, workers: int = 1) -> DraftFn:
     """App. D.5: N independent drafts, a backbone judge picks one without executing any
-    (a parse failure falls back to candidate 1 and is logged)."""
+    (a parse failure falls back to candidate 1 and is logged).
+
+    The N drafts are independent (each has its own ``sample`` index), so with ``workers > 1`` they
+    are requested concurrently; candidates and ledger entries keep sample order either way."""
 
     def draft(task: Task, history: Sequence[Attempt], *, episode: int, attempt: int, ledger: Ledger) -> Proposal:
+        hist = tuple(history)
+        drafts = ordered_map(lambda j: backbone.draft_action(DraftRequest(task, hist, episode, sample=j)),
+                             range(n), min(workers, n))
         tokens = 0
         cands = []
-        for j in range(n):
-            dr = backbone.draft_action(DraftRequest(task, tuple(history), episode, sample=j))
+        for dr in drafts:
             ledger.llm(task.task_id, dr.usage)
             tokens += dr.usage.total
             cands.append(dr.action)
-        jr = backbone.judge_candidates(JudgeRequest(task, tuple(history), tuple(cands), episode))
+        jr = backbone.judge_candidates(JudgeRequest(task, hist, tuple(cands), episode))
         ledger.llm(task.task_id, jr.usage)
         tokens += jr.usage.total
         if judge_log is not None:
-            judge_log.calls += 1
-            if not jr.parsed:
-                judge_log.parse_failures += 1
-                if len(judge_log.failed_replies) < 20:
-                    judge_log.failed_replies.append(jr.raw[:200])
+            judge_log.note(jr.parsed, jr.raw)
         return Proposal(cands[0], tokens, action=cands[jr.choice])
 
     return draft

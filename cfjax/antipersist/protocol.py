@@ -86,6 +86,7 @@ from cfjax.antipersist.guidance import (MODES, Attempt, Guidance, Rule, Trajecto
 from cfjax.antipersist.memory import AbstractionStore, TrajectoryMemory, rules_of
 from cfjax.antipersist.outcome_log import OutcomeLog
 from cfjax.config.antipersist import APConfig  # re-exported (moved to cfjax.config)
+from cfjax.infra.concurrency import inflight_of, ordered_map
 from cfjax.infra.ledger import Ledger
 from cfjax.kernels import bandit as bk
 from cfjax.kernels._base import masked_argmax
@@ -425,12 +426,18 @@ class IterationResult:
 def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: Sequence[Task], backbone: Backbone,
                world: World, edits: EditModel, cfg: APConfig, out_dir: Path, selector=None,
                progress: Callable[[str, int], object] | None = None,
-               on_eval: Callable[[MethodState], None] | None = None) -> tuple[list[IterationResult], MethodState]:
+               on_eval: Callable[[MethodState], None] | None = None,
+               workers: int | None = None) -> tuple[list[IterationResult], MethodState]:
     """K iterations of one row for one seed (§4.1 protocol) with any backbone, world and edit model.
 
     Each iteration trains on its sample (the paper's selector, with exploration, for the bandit rows),
     then freezes every store and evaluates the held-out tasks: a bandit row's modes are chosen greedily
-    from one snapshot of the frozen log (:func:`eval_decisions`) and nothing is written."""
+    from one snapshot of the frozen log (:func:`eval_decisions`) and nothing is written.
+
+    The held-out pass reads only frozen state and each task has its own random stream and ledger, so
+    its tasks run on up to ``workers`` threads (default: the backbone's ``max_inflight``, 1 for the
+    simulator) with results identical to the serial pass."""
+    workers = inflight_of(backbone) if workers is None else workers
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / f"{row}.outcomes.jsonl"
     log_path.unlink(missing_ok=True)
@@ -456,13 +463,20 @@ def run_method(row: str, *, seed: int, train_pool: Sequence[Task], eval_tasks: S
         if on_eval is not None:
             on_eval(state)
         choices = eval_decisions(state, eval_tasks, cfg) if _uses_bandit(row) else [None] * len(eval_tasks)
-        recs = []
-        eval_rng = random.Random(seed * 7919 + it)
         eval_ledger = Ledger("eval")
-        for i, (task, choice) in enumerate(zip(eval_tasks, choices)):
-            recs.append(run_task(task, state, backbone=backbone, world=world, edits=edits, cfg=cfg, iteration=it,
-                                 position=i, episode=900_000_000 + seed * 100_000 + i, rng=eval_rng, train=False,
-                                 selector=selector, ledger=eval_ledger, decision=choice))
+
+        def held_out(i: int) -> tuple[TaskRecord, Ledger]:
+            led = Ledger("eval")
+            rec = run_task(eval_tasks[i], state, backbone=backbone, world=world, edits=edits, cfg=cfg, iteration=it,
+                           position=i, episode=900_000_000 + seed * 100_000 + i,
+                           rng=random.Random(zlib.crc32(f"{row}/{seed}/{it}/eval/{i}".encode())), train=False,
+                           selector=selector, ledger=led, decision=choices[i])
+            return rec, led
+
+        done = ordered_map(held_out, range(len(eval_tasks)), workers)
+        recs = [r for r, _ in done]
+        for _, led in done:
+            eval_ledger.merge(led)
         if on_eval is not None:
             on_eval(state)
         state.unfreeze()

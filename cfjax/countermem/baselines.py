@@ -42,10 +42,13 @@ __all__ = ["JudgeLog", "best_of_n_episode", "ExpeLMemory", "build_expel", "expel
 
 
 def best_of_n_episode(task: Task, *, backbone: Backbone, world: World, config: CounterMemConfig, n: int,
-                      edits: EditModel, ledger: Ledger, episode: int, judge_log: JudgeLog | None = None) -> Episode:
-    """One task with Best-of-N sampling and an LLM judge (App. D.5)."""
+                      edits: EditModel, ledger: Ledger, episode: int, judge_log: JudgeLog | None = None,
+                      workers: int = 1) -> Episode:
+    """One task with Best-of-N sampling and an LLM judge (App. D.5); the N drafts of an attempt are
+    requested on up to ``workers`` threads (identical results)."""
     return run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode,
-                       max_attempts=config.agent.max_attempts, draft=best_of_n(backbone, n, judge_log))
+                       max_attempts=config.agent.max_attempts, draft=best_of_n(backbone, n, judge_log,
+                                                                               workers=workers))
 
 
 # --------------------------------------------------------------------------- ExpeL

@@ -18,6 +18,7 @@ same drafts) and the checkpoint with the best mean return is kept.
 from __future__ import annotations
 
 import math
+import functools
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -108,6 +109,14 @@ def validate(agent: Agent, selector: dqn.Selector, params, tasks: Sequence[Task]
     return float(np.mean(rets)) if rets else 0.0
 
 
+@functools.lru_cache(maxsize=16)
+def jitted_selector(config: dqn.DQNConfig) -> dqn.Selector:
+    """The jitted selector of a (frozen, hashable) config, one per process: every unit, row and
+    validation pass of a run shares its compiled programs instead of recompiling them (a fresh
+    ``jit_selector(make_dqn(cfg))`` is a new set of closures, which ``jax.jit`` compiles anew)."""
+    return dqn.jit_selector(dqn.make_dqn(config))
+
+
 def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, seed: int,
                    progress: ProgressFactory = null_progress) -> tuple[object, TrainLog, Ledger]:
     """Algorithm 1 lines 15–25 with checkpoint selection (App. C.2). Returns the best params."""
@@ -115,7 +124,7 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
     dc = cfg.dqn
     if not train:
         raise ValueError("T_train is empty: the selector has nothing to train on")
-    selector = dqn.jit_selector(dqn.make_dqn(dc))
+    selector = jitted_selector(dc)
     hp = dc.hparams()
     key = jax.random.PRNGKey(seed)
     key, k_init = jax.random.split(key)

@@ -1,8 +1,9 @@
 """Train many selectors at once on a decision table: seeds × hyperparameter grid,
-sharded across devices, checkpointed in chunks and resumable bit-exactly.
+sharded across devices and JAX processes (one machine or several:
+:mod:`cfjax.infra.distributed`), checkpointed in chunks and resumable bit-exactly.
 
 The compute is :func:`cfjax.kernels.trainer.make_train`; this module only
-arranges the batch axes, devices and files.
+arranges the batch axes, devices, processes and files.
 
 Every learned selector is also scored per held-out root (its kept checkpoint
 and its final parameters), next to three fixed policies on the very same roots
@@ -112,55 +113,106 @@ class SelectorsResult:
     eval_solved: np.ndarray  # held-out solved rate of the kept checkpoint
     val_curve: np.ndarray  # [G, S, n_checkpoints]
     state: TrainerState  # the full batched state (for saving / inspection)
-    devices: int
+    devices: int  # devices of each process
     final_eval_return: np.ndarray | None = None  # [G, S] held-out greedy return of the final parameters
     final_eval_solved: np.ndarray | None = None  # [G, S] held-out solved rate of the final parameters
     eval_root_return: np.ndarray | None = None  # [G, S, N_eval] per held-out root, kept checkpoint
     eval_root_solved: np.ndarray | None = None  # [G, S, N_eval] per held-out root, kept checkpoint
     final_root_return: np.ndarray | None = None  # [G, S, N_eval] per held-out root, final parameters
     final_root_solved: np.ndarray | None = None  # [G, S, N_eval] per held-out root, final parameters
+    processes: int = 1  # JAX processes the selectors were split over (cfjax.infra.distributed)
 
 
 def _keys(seeds: Sequence[int]) -> jnp.ndarray:
     return jnp.stack([jax.random.PRNGKey(s) for s in seeds])
 
 
-def _batched_train(trainer):
-    per_seed = jax.vmap(trainer.train, in_axes=(0, None, None))
-    per_grid = jax.vmap(per_seed, in_axes=(None, 0, None))
-    return jax.jit(per_grid)
+@functools.lru_cache(maxsize=8)
+def _programs(config: dqn.DQNConfig, max_depth: int):
+    """The trainer of one configuration and its jitted programs, shared by every call with that configuration
+    (so a repeated call with the same shapes does not compile again): ``(trainer, train over a flat axis of
+    selectors — each with its own key and hyperparameters —, held-out evaluation over [G, S])``."""
+    trainer = make_train(config, max_depth=max_depth)
+    train = jax.jit(jax.vmap(trainer.train, in_axes=(0, 0, None)))
+    ev = jax.jit(jax.vmap(jax.vmap(trainer.evaluate, in_axes=(0, None, None, None)), in_axes=(0, 0, None, None)))
+    return trainer, train, ev
+
+
+def _train_items(train, keys: jnp.ndarray, hp: dqn.DQNHParams, table: DecisionTable,
+                 devices: Sequence[jax.Device]) -> TrainerState:
+    """Train ``L`` selectors (``keys`` ``[L, 2]``, ``hp`` fields ``[L]``) in one program on this process's
+    ``devices``. With several devices the item axis is split across them (padded with copies of item 0 to
+    a multiple of the device count; the padding is dropped); the per-lane computation is the same."""
+    n_items, n_dev = int(keys.shape[0]), len(devices)
+    pad = (-n_items) % n_dev if n_dev > 1 else 0
+    if pad:
+        keys, hp = jax.tree.map(lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]), (keys, hp))
+    if n_dev > 1:
+        mesh = Mesh(np.asarray(devices), ("item",))
+        keys, hp = jax.device_put((keys, hp), NamedSharding(mesh, PartitionSpec("item")))
+        table = jax.device_put(table, NamedSharding(mesh, PartitionSpec()))
+    state = train(keys, hp, table)
+    return jax.tree.map(lambda x: x[:n_items], state) if pad else state
+
+
+def _work_description(table: DecisionTable, config: dqn.DQNConfig, seeds: Sequence[int],
+                      grid: Sequence[Mapping[str, float]], max_depth: int) -> str:
+    """What every process of a group must agree on before training (compared by hash)."""
+    import json
+
+    return json.dumps({"table": table_hash(table), "config": to_dict(config), "max_depth": max_depth,
+                       "seeds": list(seeds), "grid": [dict(p) for p in grid]}, sort_keys=True, default=str)
 
 
 def train_selectors(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Sequence[int],
                     grid: Sequence[Mapping[str, float]] = ({},), max_depth: int = 2,
                     devices: Sequence[jax.Device] | None = None) -> SelectorsResult:
-    """Train ``len(grid) × len(seeds)`` selectors in one jitted program.
+    """Train ``len(grid) × len(seeds)`` selectors, one jitted program per process.
 
-    With several devices the seed axis is split across them (seeds are padded
-    to a multiple of the device count and the padding dropped); the per-lane
-    computation is the same as on one device.
+    The ``G × S`` selectors form one flat axis of items (grid-major: item ``g·S + s`` is grid point
+    ``g`` with seed ``seeds[s]``, key ``PRNGKey(seeds[s])``), trained by ``trainer.train`` vmapped
+    over it. With several local ``devices`` (default: all of this process's) the items are split
+    across them.
+
+    **Several processes.** When this process belongs to a JAX process group
+    (:func:`cfjax.infra.distributed.init_processes`, called before any JAX computation), process
+    ``p`` of ``P`` trains items ``p, p + P, …`` (:func:`cfjax.infra.distributed.process_shard`:
+    every process the same number of slots, padding masked, so one compile), and every process then
+    holds all ``G × S`` results in order (:func:`cfjax.infra.distributed.gather_items`); the held-out
+    evaluation below then runs on every process on the full set. The processes first check that
+    they were given the same table, config, seeds, grid and ``max_depth``. The numbers equal a
+    single process's up to float rounding (within 1e-6 on CPU): the per-item keys and inputs are
+    the same, only the batch width differs.
     """
-    seeds = tuple(seeds)
+    from cfjax.infra.distributed import check_same_work, gather_items, process_info, process_shard
+
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("no seeds to train")
     grid = list(grid) or [{}]
-    devices = list(devices) if devices is not None else jax.devices()
-    trainer = make_train(config, max_depth=max_depth)
+    info = process_info()
+    if devices is None:
+        devices = jax.local_devices()
+    devices = list(devices)
+    if not devices:
+        raise ValueError("no devices to train on")
+    foreign = [d for d in devices if d.process_index != info.process_id]
+    if foreign:
+        raise ValueError(f"devices {foreign} belong to other processes; pass this process's own "
+                         f"(jax.local_devices()) — the work is split over processes by item")
+    _, train, ev = _programs(config, max_depth)
     hp = grid_hparams(config, grid)
-    keys = _keys(seeds)
     table = as_jax(table)
-    n_dev = len(devices)
-    pad = (-len(seeds)) % n_dev if n_dev > 1 else 0
-    if pad:
-        keys = jnp.concatenate([keys, _keys([max(seeds) + 1 + i for i in range(pad)])])
-    if n_dev > 1:
-        mesh = Mesh(np.asarray(devices), ("seed",))
-        keys = jax.device_put(keys, NamedSharding(mesh, PartitionSpec("seed")))
-        rep = NamedSharding(mesh, PartitionSpec())
-        hp = jax.device_put(hp, rep)
-        table = jax.device_put(table, rep)
-    state = _batched_train(trainer)(keys, hp, table)
-    if pad:
-        state = jax.tree.map(lambda x: x[:, : len(seeds)], state)
-    ev = jax.jit(jax.vmap(jax.vmap(trainer.evaluate, in_axes=(0, None, None, None)), in_axes=(0, 0, None, None)))
+    n_g, n_s = len(grid), len(seeds)
+    shard = process_shard(n_g * n_s, info.num_processes, info.process_id)
+    if info.num_processes > 1:
+        check_same_work(_work_description(table, config, seeds, grid, max_depth), "selector job")
+    g_idx, s_idx = shard.items // n_s, shard.items % n_s
+    keys = _keys([seeds[i] for i in s_idx])
+    state = _train_items(train, keys, jax.tree.map(lambda x: x[g_idx], hp), table, devices)
+    if info.num_processes > 1:
+        state = jax.tree.map(jnp.asarray, gather_items(state, shard))
+    state = jax.tree.map(lambda x: x.reshape(n_g, n_s, *x.shape[1:]), state)
     ret, solved = ev(state.best_params, hp, table, table.eval_roots)
     fret, fsolved = ev(state.learner.params, hp, table, table.eval_roots)
     # per held-out root (for paired intervals): the greedy action of every row, then the same walk
@@ -178,7 +230,7 @@ def train_selectors(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
         seeds=seeds, grid=grid,
         val_return=np.asarray(state.best_return), best_decision=np.asarray(state.best_decision),
         eval_return=np.asarray(ret), eval_solved=np.asarray(solved),
-        val_curve=np.asarray(state.val_returns), state=state, devices=n_dev,
+        val_curve=np.asarray(state.val_returns), state=state, devices=len(devices), processes=info.num_processes,
         final_eval_return=np.asarray(fret), final_eval_solved=np.asarray(fsolved),
         eval_root_return=rr, eval_root_solved=rs, final_root_return=fr, final_root_solved=fs,
     )

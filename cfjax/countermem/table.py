@@ -35,13 +35,14 @@ import io
 import json
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
 from cfjax.countermem.agent import Agent
+from cfjax.infra.concurrency import inflight_of
 from cfjax.infra.io import (CorruptFileError, InputError, JSONTooDeepError, atomic_write_bytes, atomic_write_text,
                             cleanup_stale_temps_in, loads_json)
 from cfjax.kernels import features as F
@@ -51,7 +52,8 @@ from cfjax.loop import draft_once
 from cfjax.types import Attempt
 from cfjax.types import Splits, Task
 
-__all__ = ["TableMeta", "TableSettingsError", "build_table", "load_table", "save_table", "read_json_file"]
+__all__ = ["TableMeta", "TableSettingsError", "build_table", "load_table", "save_table", "read_json_file",
+           "table_jobs", "build_part"]
 
 _EP_TABLE = 5_000_000
 _FIELDS = ("obs", "mask", "calls", "failed", "tokens", "solved", "next")
@@ -199,6 +201,50 @@ def _part_bytes(rows: dict[str, list]) -> bytes:
     return buf.getvalue()
 
 
+def table_jobs(splits: Splits, samples: int) -> list[tuple[str, Task, int]]:
+    """The parts of a table, in table order: ``(split name, task, draft sample)`` for every task of
+    ``train``, ``val`` and ``eval`` and every sample; part ``n`` is ``parts/{n:06d}.npz``."""
+    return [(name, t, s) for name in ("train", "val", "eval") for t in getattr(splits, name) for s in range(samples)]
+
+
+def build_part(agent: Agent, task: Task, sample: int) -> bytes:
+    """The ``.npz`` bytes of one part: every row of ``(task, sample)`` (:func:`_expand`). A
+    deterministic function of the agent (frozen store, backbone seed) and the part: safe to build on
+    any thread or process."""
+    return _part_bytes(_expand(agent, task, _EP_TABLE + 1000 * sample))
+
+
+def _each(fn: Callable[[int], None], items: list[int], *, threads: int, done: Callable[[], None] | None) -> None:
+    """``fn`` on every item, on up to ``threads`` threads; ``done()`` after each (in this thread). The
+    first exception (in item order) is raised once every started call has finished (their parts
+    stay on disk for a resumed build); calls not yet started are cancelled."""
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    if threads == 1 or len(items) <= 1:
+        for x in items:
+            fn(x)
+            if done is not None:
+                done()
+        return
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="cfjax-table") as ex:
+        futs = {ex.submit(fn, x): i for i, x in enumerate(items)}
+        errors: dict[int, BaseException] = {}
+        for f in as_completed(futs):
+            if f.cancelled():
+                continue
+            e = f.exception()
+            if e is not None:
+                errors[futs[f]] = e
+                for g in futs:
+                    g.cancel()
+            elif done is not None:
+                done()
+        if errors:
+            raise errors[min(errors)]
+
+
 def build_table(
     agent: Agent,
     splits: Splits,
@@ -208,12 +254,22 @@ def build_table(
     seed: int = 0,
     suite: str = "sql",
     progress: Callable[[str, int], object] | None = None,
+    threads: int | None = None,
+    make_parts: Callable[[list[int]], Iterable[tuple[int, bytes]]] | None = None,
 ) -> tuple[DecisionTable, TableMeta]:
     """Build (or resume) the decision table of ``splits`` under ``out_dir``.
 
     Runs the backbone and the evaluator once per (decision, choice). Parts
     already on disk (from an interrupted build with the same settings) are
     reused; the settings are checked against ``out_dir/build.json``.
+
+    The parts (one per :func:`table_jobs` entry: a task and a draft sample) are independent: the
+    missing ones are built on ``threads`` threads (default: the backbone's ``max_inflight``, 1 for
+    the scripted simulator), each written atomically as it finishes, or — with ``make_parts`` —
+    by that callable, which gets the missing part numbers and yields ``(number, part bytes)``
+    (e.g. Ray tasks that rebuild the agent from a description, :mod:`cfjax.experiments.table_jobs`).
+    The table is concatenated in job order afterwards, so it does not depend on how or in which
+    order the parts were made.
     """
     out = Path(out_dir)
     parts = out / "parts"
@@ -234,16 +290,34 @@ def build_table(
                                      f"(differs in: {sorted(k for k in settings if old.get(k) != settings[k])})")
     else:
         atomic_write_text(sfile, json.dumps(settings, indent=1))
-    jobs = [(name, t, s) for name in ("train", "val", "eval") for t in getattr(splits, name) for s in range(samples)]
+    jobs = table_jobs(splits, samples)
     bar = progress("decision table", len(jobs)) if progress else None
-    for n, (name, task, s) in enumerate(jobs):
-        p = parts / f"{n:06d}.npz"
-        if not p.exists():
-            atomic_write_bytes(p, _part_bytes(_expand(agent, task, _EP_TABLE + 1000 * s)))
-        if bar is not None:
-            bar.update(1)
+    todo = [n for n in range(len(jobs)) if not (parts / f"{n:06d}.npz").exists()]
     if bar is not None:
-        bar.close()
+        bar.update(len(jobs) - len(todo))
+
+    def one(n: int) -> None:
+        _, task, s = jobs[n]
+        atomic_write_bytes(parts / f"{n:06d}.npz", build_part(agent, task, s))
+
+    try:
+        if make_parts is not None:
+            asked = set(todo)
+            for n, data in make_parts(todo):
+                if n not in asked:
+                    raise RuntimeError(f"make_parts returned part {n}, which was not asked for")
+                asked.discard(n)
+                atomic_write_bytes(parts / f"{n:06d}.npz", data)
+                if bar is not None:
+                    bar.update(1)
+            if asked:
+                raise RuntimeError(f"make_parts did not return part(s) {sorted(asked)[:10]}")
+        else:
+            _each(one, todo, threads=inflight_of(agent.backbone) if threads is None else threads,
+                  done=(lambda: bar.update(1)) if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
     # concatenate in job order; roots are the first row of each part
     arrays: dict[str, list] = {k: [] for k in _FIELDS}
     roots: dict[str, list[int]] = {"train": [], "val": [], "eval": []}

@@ -62,6 +62,8 @@ from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_me
 from cfjax.experiments.common import finite, run_pool, spread
 from cfjax.infra.cache import CachedWorld
 from cfjax.experiments.countermem import BackboneSpec
+from cfjax.experiments.transport import format_llm, merge_llm
+from cfjax.infra.executors import Executor, is_local
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.infra.io import atomic_write_bytes, atomic_write_text
 
@@ -190,7 +192,10 @@ def run_job(job: APJob) -> dict:
         for k in ("solved", "eval_sims"):
             d.pop(k)
         iters.append(d)
-    return {"suite": job.suite, "split_seed": job.split_seed, "row": job.row, "seed": job.seed, "iterations": iters,
+    from cfjax.experiments.countermem import backbone_stats
+
+    return {"suite": job.suite, "split_seed": job.split_seed, "row": job.row, "seed": job.seed,
+            "llm": backbone_stats(backbone), "iterations": iters,
             "task_ids": ids, "task_families": families,
             "solved": ["".join("1" if r.solved[t] else "0" for t in ids) for r in results],  # per iteration
             "eval_sims": [round(x, 4) for x in results[-1].eval_sims],
@@ -225,14 +230,15 @@ def _cost(j: APJob) -> float:
     return _SUITE_COST.get(j.suite, 2.0) * _ROW_COST.get(j.row, 2.0)
 
 
-def _run_jobs(jobs: Sequence[APJob], workers: int, log: Callable[[str], None], label: str) -> list[dict]:
+def _run_jobs(jobs: Sequence[APJob], workers: int, log: Callable[[str], None], label: str,
+              executor: Executor = "local") -> list[dict]:
     """Every job; results in job order (identical to the serial run), submitted longest first."""
     def note(d: dict) -> None:
         log(f"  {d['suite']}/split {d['split_seed']}/{d['row']} seed {d['seed']}: held-out "
             f"{d['iterations'][-1]['success']:.1f}% ({d['profile']['seconds']:.0f}s) [{label}]")
 
     return run_pool(run_job, jobs, workers=workers, cost=_cost, note=note, initializer=_init_worker,
-                    serial_done=_close_all)
+                    serial_done=_close_all, executor=executor)
 
 
 # --------------------------------------------------------------------------- the run
@@ -240,11 +246,13 @@ def _run_jobs(jobs: Sequence[APJob], workers: int, log: Callable[[str], None], l
 
 def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequence[str] = ROWS,
             cfg: APConfig = APConfig(), workers: int = 1, backbone: BackboneSpec | None = None,
-            log: Callable[[str], None] = print) -> dict:
+            log: Callable[[str], None] = print, executor: Executor = "local") -> dict:
     """Every suite × split seed × row × backbone seed; writes the per-suite and combined results
-    (module docstring) and returns the combined payload."""
+    (module docstring) and returns the combined payload. With ``executor`` a
+    :class:`~cfjax.infra.executors.RayExecutor` the jobs are Ray tasks (the shared SQLite world
+    cache is then off: WAL does not work over network filesystems; results are the same)."""
     from cfjax.config import save_toml
-    from cfjax.domains import SUITES, build_suite
+    from cfjax.domains import SUITES, build_suite, is_registered
 
     spec = backbone or BackboneSpec("scripted")
     out = Path(out_dir)
@@ -252,7 +260,7 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
     bad = [r for r in rows if r not in ROWS]
     if bad:
         raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(ROWS)}")
-    unknown = [s for s in suites if s not in SUITES]
+    unknown = [s for s in suites if s not in SUITES and not is_registered(s)]
     if unknown:
         raise ValueError(f"unknown suite(s) {unknown} (available: {', '.join(SUITES)})")
     save_toml(cfg, out / "config.toml")
@@ -261,13 +269,13 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
         roots[s] = out / "suites" / s
         built[s] = build_suite(s, roots[s])  # once, before the workers read it
     scratch = out / ".world_cache"
-    caches = {s: str(scratch / f"{s}.sqlite") for s in suites}
+    caches = {s: str(scratch / f"{s}.sqlite") if is_local(executor) else "" for s in suites}
     _clear(scratch)
     scratch.mkdir()
     jobs = [APJob(s, str(roots[s]), r, seed, cfg, str(out / s), spec, split, caches[s]) for s in suites
             for split in cfg.split_seeds for r in rows for seed in cfg.seeds]
     try:
-        done = _run_jobs(jobs, workers, log, spec.label)
+        done = _run_jobs(jobs, workers, log, spec.label, executor)
     finally:
         _clear(scratch)
     per_suite = {}
@@ -282,8 +290,10 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
     combined = {"backbone": spec.label, "suites": per_suite, "seeds": list(cfg.seeds),
                 "split_seeds": list(cfg.split_seeds), "rows": list(rows), "outcomes": outcomes,
                 "summary": summarize(outcomes, per_suite, rows)}
+    combined["llm"] = merge_llm(j.get("llm") for j in done)
     atomic_write_text(out / "results.json", json.dumps(finite(combined), indent=1) + "\n")
-    report = "\n\n".join([format_table(p) for p in per_suite.values()] + [format_summary(combined)])
+    report = "\n\n".join([format_table(p) for p in per_suite.values()] + [format_summary(combined)]
+                         + ([format_llm(combined["llm"])] if combined["llm"] else []))
     atomic_write_text(out / "report.txt", report + "\n")
     log(format_summary(combined))
     return combined
@@ -620,7 +630,7 @@ def run_outputs() -> list[str]:
 
 def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Sequence[str] | None = None,
              backbone: BackboneSpec | str = "scripted", workers: int | None = None, quick: bool = False,
-             log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
+             log: Callable[[str], None] = print, existing: str = "refuse", executor: Executor = "local") -> dict:
     """``cfjax antipersist run``: :func:`run_all` with a header and a closing line logged.
 
     ``suites`` may be ``["all"]``; ``rows`` defaults to every row; ``workers`` to ``min(2, CPUs)``.
@@ -633,7 +643,7 @@ def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Seq
     """
     import os
 
-    from cfjax.experiments.countermem import backbone_spec, resolve_suites
+    from cfjax.experiments.countermem import backbone_spec, default_workers, resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
@@ -644,14 +654,15 @@ def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Seq
 
         raise ConfigError(f"unknown row(s) {bad}; choose from {', '.join(ROWS)}")
     spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
-    workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    workers = workers if workers is not None else default_workers(spec)
     out = Path(out)
     prepare_output_dir(out, existing=existing, owned=run_outputs(), resumable=False, command="cfjax antipersist run")
     log(f"cfjax antipersist run: suites={names} backbone={spec.label} rows={len(rows)} "
         f"splits={list(cfg.split_seeds)} seeds={list(cfg.seeds)} K={cfg.iterations}×{cfg.tasks_per_iteration} "
         f"tasks, held-out {cfg.max_eval_tasks or 'all'}, {workers} worker(s){' (quick)' if quick else ''} → {out}")
     t0 = time.perf_counter()
-    combined = run_all(out, suites=names, rows=rows, cfg=cfg, workers=workers, backbone=spec, log=log)
+    combined = run_all(out, suites=names, rows=rows, cfg=cfg, workers=workers, backbone=spec, log=log,
+                       executor=executor)
     log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, {out / 'config.toml'} and "
         f"{out}/<suite>/results.json, success_by_iteration.png ({time.perf_counter() - t0:.0f}s)")
     return combined

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cfjax.infra.executors import Executor, RayExecutor, resolve_executor
+
 __all__ = ["finite", "spread", "run_pool", "write_results"]
 
 T = TypeVar("T")
@@ -34,12 +36,22 @@ def spread(items: Sequence[T], m: int) -> list[T]:
 
 def run_pool(fn: Callable[[Any], dict], jobs: Sequence[Any], *, workers: int, cost: Callable[[Any], float],
              note: Callable[[dict], None], initializer: Callable | None = None, initargs: tuple = (),
-             serial_done: Callable[[], None] | None = None) -> list[dict]:
+             serial_done: Callable[[], None] | None = None, executor: Executor = "local") -> list[dict]:
     """``fn`` on every job; results in job order (identical to the serial run).
 
-    With ``workers > 1`` (and more than one job) on a pool of spawned processes, submitted most costly
-    first; otherwise serially in this process, then ``serial_done()`` (e.g. closing its worlds). ``note``
-    sees each result as it arrives."""
+    ``executor`` ``"local"`` (default): with ``workers > 1`` (and more than one job) on a pool of
+    spawned processes (``initializer(*initargs)`` in each), submitted most costly first; otherwise
+    serially in this process, then ``serial_done()`` (e.g. closing its worlds). ``"ray"`` or a
+    :class:`cfjax.infra.executors.RayExecutor`: every job is a Ray task (``workers`` is not used: the
+    cluster's CPUs and the executor's ``num_cpus`` per task bound the concurrency), submitted most
+    costly first; in the worker ``initializer(*initargs)`` runs once per process and ``serial_done()``
+    after each job. ``fn`` and the jobs must be picklable (module-level function, plain data); results
+    come back by value. ``note`` sees each result as it arrives."""
+    ex = resolve_executor(executor)
+    if isinstance(ex, RayExecutor):
+        order = sorted(range(len(jobs)), key=lambda i: -cost(jobs[i]))
+        return ex.map(fn, jobs, order=order, note=note, initializer=initializer, initargs=initargs,
+                      finalizer=serial_done)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 

@@ -33,6 +33,7 @@ import dataclasses
 import itertools
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from cfjax.config import APConfig, CounterMemConfig, UpliftConfig
+from cfjax.experiments.transport import format_llm, merge_llm
+from cfjax.infra.executors import Executor
 from cfjax.experiments.common import run_pool, write_results
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
 
@@ -84,13 +87,17 @@ class Meter:
     counts: dict = field(default_factory=lambda: {p: {"llm_calls": 0, "tokens": 0, "eval_calls": 0}
                                                   for p in ("train", "eval")})
 
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
     def llm(self, usage) -> None:
-        c = self.counts[self.phase]
-        c["llm_calls"] += 1
-        c["tokens"] += usage.total
+        with self._lock:  # held-out episodes may run on threads (--max-inflight)
+            c = self.counts[self.phase]
+            c["llm_calls"] += 1
+            c["tokens"] += usage.total
 
     def evaluation(self) -> None:
-        self.counts[self.phase]["eval_calls"] += 1
+        with self._lock:
+            self.counts[self.phase]["eval_calls"] += 1
 
 
 class MeteredBackbone:
@@ -152,16 +159,15 @@ def _splits(suite, cfg: CompareConfig):
 
 def _run_countermem(suite, sp, backbone, world, cfg: CounterMemConfig, seed: int, meter: Meter) -> dict:
     from cfjax.countermem.agent import Agent, skip_policy
-    from cfjax.countermem.pipeline import _EP_EVAL, _greedy_policy, construct, train_selector
+    from cfjax.countermem.pipeline import _EP_EVAL, _greedy_policy, construct, jitted_selector, train_selector
     from cfjax.countermem.store import MemoryStore
     from cfjax.infra.ledger import Ledger
-    from cfjax.kernels import dqn
 
     store = MemoryStore(cfg.store, cfg.retrieval, edits=suite.edits)
     agent = Agent(backbone, world, cfg, store=store, envs=dict(suite.envs()), edits=suite.edits)
     construct(agent, sp.build, seed=seed)
     params, _, _ = train_selector(agent, sp.train, sp.val, seed=cfg.selector_seeds[0])
-    greedy = _greedy_policy(dqn.jit_selector(dqn.make_dqn(cfg.dqn)), params)
+    greedy = _greedy_policy(jitted_selector(cfg.dqn), params)
     meter.phase = "eval"
     led = Ledger("eval")
     out = {"none": [], "countermem": []}
@@ -211,7 +217,7 @@ def _run_upliftmem(suite, sp, backbone, world, cfg: UpliftConfig, seed: int, met
     from cfjax.uplift import AgentExecutor, UpliftRun
 
     executor = AgentExecutor(backbone, world, suite.edits, max_attempts=cfg.training.max_attempts)
-    run = UpliftRun(cfg, executor, domain=suite.name, k_max=cfg.retrieval.k_for(sp.eval[0].domain),
+    run = UpliftRun(cfg, executor, domain=getattr(suite, "base", suite.name), k_max=cfg.retrieval.k_for(sp.eval[0].domain),
                     writer_backbone=backbone)
     run.bootstrap(list(sp.build), seed=seed)
     run.warmup()
@@ -247,7 +253,11 @@ def run_compare_job(job: CompareJob) -> dict:
                                Path(job.out_dir) / job.suite / f"antipersist_seed_{job.seed}")
     else:
         got = _run_upliftmem(suite, sp, backbone, mworld, job.cfg.upliftmem, job.seed, meter)
-    return {"suite": job.suite, "method": job.method, "seed": job.seed, "task_ids": [t.task_id for t in sp.eval],
+    from cfjax.experiments.countermem import backbone_stats
+
+    llm = backbone_stats(backbone._inner)
+    return {"suite": job.suite, "method": job.method, "seed": job.seed, "llm": llm,
+            "task_ids": [t.task_id for t in sp.eval],
             **got, "seconds": round(time.perf_counter() - t0, 2)}
 
 
@@ -345,8 +355,10 @@ def _plot(payload: dict, path: Path) -> None:
 
 
 def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfig = CompareConfig(),
-                workers: int = 1, backbone=None, log: Callable[[str], None] = print) -> dict:
-    """Every suite × method × seed; writes ``results.json``, ``report.txt``, ``compare.png``."""
+                workers: int = 1, backbone=None, log: Callable[[str], None] = print,
+                executor: Executor = "local") -> dict:
+    """Every suite × method × seed; writes ``results.json``, ``report.txt``, ``compare.png``; the jobs
+    run on the local process pool or as Ray tasks (``executor``)."""
     from cfjax.config import save_toml
     from cfjax.domains import build_suite
     from cfjax.experiments.countermem import BackboneSpec
@@ -369,7 +381,7 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
 
     cost = {"upliftmem": 3, "antipersist": 2, "countermem": 2}
     done = run_pool(run_compare_job, jobs, workers=workers, cost=lambda j: cost[j.method], note=note,
-                    initializer=_init_worker, serial_done=_close_all)
+                    initializer=_init_worker, serial_done=_close_all, executor=executor)
     outcomes: dict = {}
     for s in suites:
         mine = [d for d in done if d and d["suite"] == s]
@@ -389,8 +401,11 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
     summary["costs"] = _costs([d for d in done if d])
     payload = {"backbone": spec.label, "suites": list(suites), "seeds": list(cfg.seeds), "split_seed": cfg.split_seed,
                "rows": list(METHODS), "summary": summary, "per_suite": per_suite, "outcomes": outcomes,
-               "jobs": [{k: d[k] for k in ("suite", "method", "seed", "seconds")} for d in done if d]}
+               "jobs": [{k: d[k] for k in ("suite", "method", "seed", "seconds")} for d in done if d],
+               "llm": merge_llm(d.get("llm") for d in done if d)}
     text = format_compare(payload)
+    if payload["llm"]:
+        text += "\n\n" + format_llm(payload["llm"])
     write_results(out, payload, text=text, report="report.txt")
     _plot(payload, out / "compare.png")
     log(text)
@@ -406,20 +421,21 @@ def compare_outputs() -> list[str]:
 
 
 def compare_main(*, suites: Sequence[str], out: str | Path, quick: bool = False, workers: int | None = None,
-                 backbone="scripted", log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
+                 backbone="scripted", log: Callable[[str], None] = print, existing: str = "refuse",
+                 executor: Executor = "local") -> dict:
     """``cfjax compare``: :func:`run_compare` with a header and a closing line."""
-    from cfjax.experiments.countermem import backbone_spec, resolve_suites
+    from cfjax.experiments.countermem import backbone_spec, default_workers, resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
     cfg = CompareConfig.quick() if quick else CompareConfig()
     spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
-    workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    workers = workers if workers is not None else default_workers(spec)
     out = Path(out)
     prepare_output_dir(out, existing=existing, owned=compare_outputs(), resumable=False, command="cfjax compare")
     log(f"cfjax compare: suites={names} backbone={spec.label} seeds={list(cfg.seeds)} "
         f"tasks per split={cfg.max_tasks or 'all'}, {workers} worker(s){' (quick)' if quick else ''} → {out}")
     t0 = time.perf_counter()
-    payload = run_compare(out, suites=names, cfg=cfg, workers=workers, backbone=spec, log=log)
+    payload = run_compare(out, suites=names, cfg=cfg, workers=workers, backbone=spec, log=log, executor=executor)
     log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, {out / 'compare.png'} ({time.perf_counter() - t0:.0f}s)")
     return payload

@@ -37,6 +37,7 @@ total task-run tokens — overall and per transfer condition (App. D.4).
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -46,20 +47,23 @@ from pathlib import Path
 from cfjax.config import CounterMemConfig
 from cfjax.countermem.agent import Agent, Episode, Policy, skip_policy
 from cfjax.experiments.metrics import row_metrics
-from cfjax.countermem.pipeline import _EP_EVAL, _greedy_policy, construct, train_selector
+from cfjax.countermem.pipeline import _EP_EVAL, _greedy_policy, construct, jitted_selector, train_selector
 from cfjax.countermem.store import MemoryStore
-from cfjax.kernels import dqn
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import Backbone
+from cfjax.experiments.backbones import (BackboneSpec, backbone_spec, backbone_stats, default_cache_path,
+                                         default_workers)
 from cfjax.experiments.common import finite, spread
 from cfjax.experiments.rows import ABLATION_ROWS, MAIN_ROWS, RETRIEVAL_ROWS, ROW_SPECS, ROWS
 from cfjax.domains.base import TRANSFER_CONDITIONS, Suite, transfer_condition
 from cfjax.types import Splits, Task
 from cfjax.infra.cache import CachedWorld
+from cfjax.infra.executors import Executor, is_local
 
 __all__ = ["ROWS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS", "expand_rows", "row_metrics", "run_unit",
            "BackboneSpec", "quick_splits", "resolve_suites", "backbone_spec", "progress_bars", "run_main", "make_jobs",
-           "report_main", "RUN_FIGURES", "run_outputs"]
+           "report_main", "RUN_FIGURES", "run_outputs", "backbone_stats", "default_cache_path",
+           "default_workers"]
 
 
 ProgressFactory = Callable[[str, int], object]
@@ -76,36 +80,6 @@ def expand_rows(rows: Sequence[str]) -> tuple[str, ...]:
         raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(ROWS)} or 'all'")
     out = ["none", "cf_memory"] + [r for r in rows if r not in ("none", "cf_memory")]
     return tuple(r for r in ROWS if r in out)
-
-
-# --------------------------------------------------------------------------- backbones
-
-
-@dataclass(frozen=True)
-class BackboneSpec:
-    """A picklable recipe for a unit's backbone (worker processes rebuild it)."""
-
-    kind: str = "scripted"  # "scripted" | "openai"
-    openai: object | None = None  # cfjax.llm.openai_client.OpenAIConfig
-
-    def make(self, suite: Suite, seed: int, config: CounterMemConfig) -> Backbone:
-        if self.kind == "scripted":
-            from cfjax.llm.scripted import ScriptedBackbone
-
-            return ScriptedBackbone(suite.scripted_domain(), dataclasses.replace(config.scripted, seed=seed))
-        if self.kind == "openai":
-            from cfjax.llm.openai_client import OpenAIBackbone
-
-            return OpenAIBackbone(dataclasses.replace(self.openai, seed=seed))  # type: ignore[type-var]
-        raise ValueError(f"unknown backbone kind {self.kind!r} (scripted | openai)")
-
-    @property
-    def label(self) -> str:
-        if self.kind == "scripted":
-            from cfjax.llm.scripted import SCRIPTED_LABEL
-
-            return SCRIPTED_LABEL
-        return f"LLM {getattr(self.openai, 'model', '?')} at {getattr(self.openai, 'base_url', '?')}"
 
 
 # --------------------------------------------------------------------------- one unit
@@ -143,14 +117,19 @@ class UnitContext:
     selector_seed: int = 0  # seeds selector training (Table 3), apart from the backbone seed
     episodes: dict[str, list[Episode]] = field(default_factory=dict)
     main: "MainRun | None" = None  # the full method's frozen store, agent and greedy selector (set by run_unit)
+    #: episodes of every row run on this one pool of ``threads`` workers (``None``: serially), so
+    #: rows evaluated at the same time share one bound on calls in flight
+    pool: ThreadPoolExecutor | None = None
+    none_ready: threading.Event = field(default_factory=threading.Event)
 
     def agent(self, store: MemoryStore | None, config: CounterMemConfig | None = None, retriever=None) -> Agent:
         return Agent(self.backbone, self.world, config or self.config, store=store, envs=dict(self.suite.envs()),
                      edits=self.suite.edits, retriever=retriever)
 
     def run_rows(self, name: str, fn: Callable[[int, Task, Ledger], Episode], *, memory: bool) -> dict:
-        """Evaluate ``fn`` on every held-out task (threads when ``threads > 1``; identical results:
-        episodes are independent given frozen memory and selector, ledgers merge in task order)."""
+        """Evaluate ``fn`` on every held-out task (on the unit's episode pool when it has one;
+        identical results: episodes are independent given frozen memory and selector, each is
+        seeded by its task and episode id, and ledgers merge in task order)."""
         tasks = list(self.splits.eval)
         bar = self.progress(f"{self.suite.name}/{self.seed} {name}", len(tasks))
 
@@ -160,9 +139,9 @@ class UnitContext:
             bar.update(1)
             return ep, led
 
-        if self.threads > 1:
-            with ThreadPoolExecutor(self.threads) as ex:
-                res = list(ex.map(one, range(len(tasks))))
+        if self.pool is not None:
+            futs = [self.pool.submit(one, i) for i in range(len(tasks))]
+            res = [f.result() for f in futs]
         else:
             res = [one(i) for i in range(len(tasks))]
         bar.close()
@@ -171,6 +150,10 @@ class UnitContext:
             ledger.merge(led)
         eps = [ep for ep, _ in res]
         self.episodes[name] = eps
+        if name == "none":
+            self.none_ready.set()
+        else:  # every row is paired with the no-memory run of the same tasks and episode ids
+            self.none_ready.wait()
         return row_metrics(eps, ledger, memory=memory, conditions=self.conditions, paired=self.episodes.get("none"))
 
     def agent_rows(self, name: str, agent: Agent, policy: Policy, *, memory: bool) -> dict:
@@ -183,14 +166,17 @@ class UnitContext:
 def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Backbone, rows: Sequence[str],
              splits: Splits | None = None, split_seed: int | None = None, selector_seed: int | None = None,
              threads: int = 1, progress: ProgressFactory | None = None,
-             log: Callable[[str], None] = lambda s: None, out_dir: str | Path | None = None) -> dict:
+             log: Callable[[str], None] = lambda s: None, out_dir: str | Path | None = None,
+             on_phase: Callable[[str], None] | None = None) -> dict:
     """Every requested row for one suite, one split and one backbone seed. Returns a JSON-ready dict.
 
     ``split_seed`` (default: the config's first) picks the split unless ``splits`` is given;
     ``selector_seed`` (default: the config's first) seeds selector training. The result carries the
     per-task outcome of every row (``outcomes``: row → 0/1 per held-out task, in ``eval_ids`` order)
     for the paired intervals of :mod:`cfjax.experiments.stats`. With ``out_dir`` the frozen main
-    store (``store.json``) and the trained selector (orbax, ``selector/``) are written there."""
+    store (``store.json``) and the trained selector (orbax, ``selector/``) are written there.
+    ``on_phase`` is told ``"eval_start"`` and ``"eval_end"`` around the rows' held-out evaluation
+    (the throughput benchmark times that window)."""
     from cfjax.countermem.pipeline import null_progress
 
     t0 = time.perf_counter()
@@ -216,7 +202,7 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     agent = ctx.agent(store)
     construct(agent, splits.build, seed=seed, progress=progress)
     params, tlog, _ = train_selector(agent, splits.train, splits.val, seed=selector_seed, progress=progress)
-    greedy = _greedy_policy(dqn.jit_selector(dqn.make_dqn(config.dqn)), params)
+    greedy = _greedy_policy(jitted_selector(config.dqn), params)
     res["store"] = dict(store.summary())
     if out_dir is not None:
         from cfjax.infra.checkpoint import save_params
@@ -233,19 +219,40 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
                     "best_val_return": tlog.best_return}
     timed("cf_memory_build_train", t)
 
-    t = time.perf_counter()
-    res["rows"]["none"] = ctx.agent_rows("none", agent, skip_policy, memory=False)
-    res["rows"]["cf_memory"] = ctx.agent_rows("cf_memory", agent, greedy, memory=True)
-    timed("eval_none_cf", t)
-
     ctx.main = MainRun(store, agent, greedy)
+    runs: dict[str, Callable[[], dict]] = {
+        "none": lambda: _signal_after(ctx.none_ready, lambda: ctx.agent_rows("none", agent, skip_policy,
+                                                                               memory=False)),
+        "cf_memory": lambda: ctx.agent_rows("cf_memory", agent, greedy, memory=True)}
     for name in rows:
-        spec = ROW_SPECS.get(name)
-        if spec is None:  # none and cf_memory ran above
-            continue
-        t = time.perf_counter()
-        res[spec.section][name] = spec.run(ctx)
-        timed(name, t)
+        if name in ROW_SPECS:  # none and cf_memory are above
+            runs[name] = lambda spec=ROW_SPECS[name]: spec.run(ctx)
+    t_eval = time.perf_counter()
+    if on_phase is not None:
+        on_phase("eval_start")
+    if threads > 1:
+        # Every row at once: its episodes go to one pool, so the LLM sees up to ``threads``
+        # independent calls in flight across rows (a row's own preparation — a
+        # rebuilt store, ExpeL lessons — runs on the row's thread meanwhile). Identical to serial.
+        # More episodes than calls in flight: an episode spends part of its time off the wire (its
+        # evaluator check, a sequential second attempt), and the backbone's own semaphore bounds
+        # the requests, so a deeper pool keeps ``threads`` calls in flight until the last rows.
+        ctx.pool = ThreadPoolExecutor(_EPISODES_PER_SLOT * threads, thread_name_prefix="cfjax-episode")
+        try:
+            with ThreadPoolExecutor(len(runs), thread_name_prefix="cfjax-row") as rows_ex:
+                futs = {n: rows_ex.submit(_timed_row, fn) for n, fn in runs.items()}
+                done = {n: f.result() for n, f in futs.items()}
+        finally:
+            ctx.pool.shutdown(wait=True)
+            ctx.pool = None
+    else:
+        done = {n: _timed_row(fn) for n, fn in runs.items()}
+    if on_phase is not None:
+        on_phase("eval_end")
+    for name, (metrics, seconds) in done.items():
+        res[ROW_SPECS[name].section if name in ROW_SPECS else "rows"][name] = metrics
+        res["timing"][name if name in ROW_SPECS else f"eval_{name}"] = seconds
+    res["timing"]["eval_all_rows"] = round(time.perf_counter() - t_eval, 2)
 
     res["cache"] = {"hits": world.hits, "misses": world.misses}
     res["seconds"] = round(time.perf_counter() - t0, 2)
@@ -258,6 +265,24 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         f"{k} {v['success']:.1f}" for k, v in res["rows"].items() if v.get("success") is not None)
         + f"  ({res['seconds']:.0f}s)")
     return res
+
+
+#: episode threads per call in flight when rows are evaluated at once (``run_unit``)
+_EPISODES_PER_SLOT = 4
+
+
+def _signal_after(event: threading.Event, fn: Callable[[], dict]) -> dict:
+    """``fn()``, then ``event`` set even when it raised (rows waiting to pair never hang)."""
+    try:
+        return fn()
+    finally:
+        event.set()
+
+
+def _timed_row(fn: Callable[[], dict]) -> tuple[dict, float]:
+    t = time.perf_counter()
+    out = fn()
+    return out, round(time.perf_counter() - t, 2)
 
 
 def suite_world_kwargs(suite: Suite, config: CounterMemConfig) -> dict:
@@ -295,9 +320,16 @@ def run_job(job: UnitJob, progress: ProgressFactory | None = None, log: Callable
     if job.max_tasks:
         splits = quick_splits(splits, job.max_tasks)
     bb = job.backbone.make(suite, job.seed, job.config)
-    return finite(run_unit(suite, job.seed, job.config, backbone=bb, rows=job.rows, splits=splits,
-                           split_seed=job.split_seed, selector_seed=job.selector_seed, threads=job.threads,
-                           progress=progress, log=log, out_dir=job.out_dir))
+    try:
+        res = run_unit(suite, job.seed, job.config, backbone=bb, rows=job.rows, splits=splits,
+                       split_seed=job.split_seed, selector_seed=job.selector_seed, threads=job.threads,
+                       progress=progress, log=log, out_dir=job.out_dir)
+        res["llm"] = backbone_stats(bb)
+    finally:
+        close = getattr(bb, "close", None)
+        if close is not None:
+            close()
+    return finite(res)
 
 
 def make_jobs(cfg: CounterMemConfig, roots: dict[str, Path], *, rows: Sequence[str], backbone: BackboneSpec,
@@ -326,30 +358,30 @@ def _init_worker(threads: int) -> None:  # pragma: no cover - runs in worker pro
 
 
 def run_jobs(jobs: Sequence[UnitJob], *, workers: int = 1, progress: ProgressFactory | None = None,
-             log: Callable[[str], None] = lambda s: None) -> list[dict]:
-    """Run units serially (``workers = 1``) or on a process pool (spawned processes: JAX must not be
-    forked). Results come back in job order and are identical either way: every unit is a
-    deterministic function of its job."""
-    if workers <= 1 or len(jobs) <= 1:
-        return [run_job(j, progress=progress, log=log) for j in jobs]
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+             log: Callable[[str], None] = lambda s: None, executor: "Executor" = "local") -> list[dict]:
+    """Run units serially (``workers = 1``), on a local process pool (spawned processes: JAX must not
+    be forked) or, with ``executor="ray"`` (or a :class:`cfjax.infra.executors.RayExecutor`), as Ray
+    tasks (``workers`` unused; each task reserves the executor's ``num_cpus``). Results come back in
+    job order, by value, and are identical either way: every unit is a deterministic function of its
+    job. A unit's store and selector go to its ``out_dir`` (on a cluster: a shared filesystem)."""
+    from cfjax.experiments.common import run_pool
+    from cfjax.infra.executors import is_local
 
-    out: list[dict | None] = [None] * len(jobs)
+    if is_local(executor) and (workers <= 1 or len(jobs) <= 1):
+        return [run_job(j, progress=progress, log=log) for j in jobs]
     bar = (progress or (lambda d, n: _Null()))("units", len(jobs))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                             initargs=(1,)) as ex:
-        futs = {ex.submit(run_job, j): i for i, j in enumerate(jobs)}
-        for f in as_completed(futs):
-            i = futs[f]
-            out[i] = f.result()
-            r = out[i]
-            log(f"{r['suite']} split {r['split_seed']} seed {r['seed']}: " + "  ".join(
-                f"{k} {v['success']:.1f}" for k, v in r["rows"].items() if v.get("success") is not None)
-                + f"  ({r['seconds']:.0f}s)")
-            bar.update(1)
-    bar.close()
-    return out  # type: ignore[return-value]
+
+    def note(r: dict) -> None:
+        log(f"{r['suite']} split {r['split_seed']} seed {r['seed']}: " + "  ".join(
+            f"{k} {v['success']:.1f}" for k, v in r["rows"].items() if v.get("success") is not None)
+            + f"  ({r['seconds']:.0f}s)")
+        bar.update(1)
+
+    try:
+        return run_pool(run_job, jobs, workers=workers, cost=lambda j: 1.0, note=note, initializer=_init_worker,
+                        initargs=(1,), executor=executor)
+    finally:
+        bar.close()
 
 
 class _Null:
@@ -361,34 +393,28 @@ class _Null:
 
 
 def resolve_suites(suite: str | Sequence[str]) -> list[str]:
-    """``"all"`` → every built-in suite; a name or names are checked against the registry.
+    """``"all"`` → every built-in suite; a name or names are checked against the registry;
+    ``jsonl:PATH`` (a user's task file, :mod:`cfjax.domains.jsonl`) is validated and becomes its
+    suite name ``jsonl-<stem>`` (registered in this process for :func:`cfjax.domains.build_suite`;
+    a registered name resolves to itself, so resolving twice is harmless).
 
     Raises:
-        cfjax.config.ConfigError: an unknown suite (the message lists the available ones).
+        cfjax.config.ConfigError: an unknown suite (the message lists the available ones), or a
+            user file that does not load (:class:`cfjax.domains.jsonl.JSONLError`: file, line, field).
     """
     from cfjax.config import ConfigError
-    from cfjax.domains import SUITES
+    from cfjax.domains import JSONL_PREFIX, SUITES, is_registered, register_jsonl
 
     names = [suite] if isinstance(suite, str) else list(suite)
     if names == ["all"]:
         return list(SUITES)
-    if not names or any(n not in SUITES for n in names):
+    if not names or any(n not in SUITES and not n.startswith(JSONL_PREFIX) and not is_registered(n) for n in names):
         shown = suite if isinstance(suite, str) else " ".join(names)
-        raise ConfigError(f"unknown suite {shown!r} (available: {', '.join(SUITES)}, all)")
-    return names
-
-
-def backbone_spec(kind: str = "scripted", *, base_url: str | None = None, model: str | None = None) -> BackboneSpec:
-    """The :class:`BackboneSpec` of ``--backbone``: ``scripted``, or ``openai`` configured from the
-    environment (``CFJAX_LLM_BASE_URL``, ``CFJAX_LLM_MODEL``) with ``base_url`` / ``model`` overriding it."""
-    if kind == "scripted":
-        return BackboneSpec("scripted")
-    if kind == "openai":
-        from cfjax.llm.openai_client import OpenAIConfig
-
-        overrides = {k: v for k, v in (("base_url", base_url), ("model", model)) if v}
-        return BackboneSpec("openai", OpenAIConfig.from_env(**overrides))
-    raise ValueError(f"unknown backbone {kind!r} (scripted | openai)")
+        raise ConfigError(f"unknown suite {shown!r} (available: {', '.join(SUITES)}, all, jsonl:PATH)")
+    out = [register_jsonl(n) if n.startswith(JSONL_PREFIX) else n for n in names]
+    if len(set(out)) != len(out):  # results directories are named by suite: task files need distinct stems
+        raise ConfigError(f"two suites share a name in {' '.join(names)} → {' '.join(out)}; rename a file")
+    return out
 
 
 def progress_bars(enabled: bool) -> ProgressFactory:
@@ -418,21 +444,23 @@ def run_outputs() -> list[str]:
     from cfjax.domains import SUITES
 
     return (["config.toml", "results.json", "report.txt"] + [f"suites/{n}" for n in SUITES]
-            + [f"{n}/split_*" for n in SUITES] + [f"figures/{f}" for f in RUN_FIGURES])
+            + [f"{n}/split_*" for n in SUITES] + ["suites/jsonl-*", "jsonl-*/split_*"] + [f"figures/{f}" for f in RUN_FIGURES])
 
 
 def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, rows: Sequence[str] | None = None,
              backbone: BackboneSpec | str = "scripted", workers: int | None = None, threads: int | None = None,
              max_tasks: int | None = None, quick: bool = False, progress: bool = True,
-             log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
+             log: Callable[[str], None] = print, existing: str = "refuse", executor: Executor = "local") -> dict:
     """``cfjax countermem run``: every (suite, seed) unit with ``rows``, aggregated and written.
 
     Runs every (suite, split seed, backbone seed) unit. Writes ``out/config.toml``,
     ``out/results.json`` (the summary with intervals, every unit, and the per-task paired
     ``outcomes``), ``out/report.txt`` and each unit's store and selector under
     ``out/<suite>/split_<s>/seed_<b>/``; logs the report. Returns the ``results.json`` payload.
-    ``workers`` defaults to ``min(2, CPUs)``, ``threads`` to 8 for an LLM server and 1 for the
-    scripted backbone; progress bars are drawn only in the serial case.
+    ``workers`` defaults to :func:`default_workers`, ``threads`` (calls in flight per unit, every
+    row's held-out episodes at once) to the backbone's ``--max-inflight``: 32 for an LLM, 1 for the
+    scripted backbone; progress bars are drawn only in the serial case. An LLM backbone's transport
+    counters (faults, retries, failed calls, cache hits) go to ``results.json["llm"]`` and the report.
 
     ``existing`` says what to do when ``out`` is a non-empty directory (checked before anything
     is written): ``"refuse"`` (default) raises :class:`cfjax.infra.io.OutputExistsError`;
@@ -445,13 +473,14 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     from cfjax.config import save_toml, to_dict
     from cfjax.domains import build_suite
     from cfjax.experiments.report import aggregate, collect_outcomes, format_report
+    from cfjax.experiments.transport import format_llm, merge_llm
     from cfjax.infra.io import atomic_write_text, prepare_output_dir
 
     names = resolve_suites(suites)
     rows = expand_rows(rows or ["all"])
     spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
-    threads = threads if threads is not None else (8 if spec.kind == "openai" else 1)
-    workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    threads = threads if threads is not None else spec.max_inflight
+    workers = workers if workers is not None else default_workers(spec)
     out = Path(out)
     prepare_output_dir(out, existing=existing, owned=run_outputs(), resumable=False, command="cfjax countermem run")
     out.mkdir(parents=True, exist_ok=True)
@@ -466,16 +495,21 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
         f"rows={len(rows)} units={len(jobs)} workers={workers} threads={threads}"
         f"{' (quick)' if quick else ''} → {out}")
     t0 = time.perf_counter()
-    units = run_jobs(jobs, workers=workers, progress=progress_bars(progress and workers <= 1), log=log)
+    units = run_jobs(jobs, workers=workers, progress=progress_bars(progress and workers <= 1 and is_local(executor)),
+                     log=log, executor=executor)
     outcomes = collect_outcomes(units)
     summary = aggregate(units, outcomes)
-    payload = {"backbone": spec.label, "suites": names, "seeds": list(cfg.seeds),
+    llm = merge_llm(u.get("llm") for u in units)
+    payload = {"backbone": spec.label, "llm": llm, "suites": names, "seeds": list(cfg.seeds),
                "split_seeds": list(cfg.split_seeds), "rows": list(rows), "outcomes": outcomes,
                "quick": bool(quick), "max_tasks": max_tasks, "workers": workers, "threads": threads,
+               "executor": "local" if is_local(executor) else "ray",
                "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "units": units,
                "config": to_dict(cfg)}
     atomic_write_text(out / "results.json", json.dumps(finite(payload), indent=1) + "\n")
     report = format_report(summary, backbone=spec.label)
+    if llm:
+        report += "\n\n" + format_llm(llm)
     atomic_write_text(out / "report.txt", report + "\n")
     log(report)
     log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, stores and selectors under {out}/<suite>/split_*/seed_*/ "

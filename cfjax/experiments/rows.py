@@ -20,10 +20,9 @@ import numpy as np
 
 from cfjax.countermem import baselines as B
 from cfjax.countermem.agent import skip_policy, top1_policy
-from cfjax.countermem.pipeline import _EP_BUILD, _greedy_policy, construct, train_selector
+from cfjax.countermem.pipeline import _EP_BUILD, _greedy_policy, construct, jitted_selector, train_selector
 from cfjax.countermem.store import MemoryStore, Retrieved
 from cfjax.infra.ledger import Ledger
-from cfjax.kernels import dqn
 from cfjax.llm.scripted import stable_seed
 from cfjax.types import Task
 
@@ -55,7 +54,7 @@ def _best_of_n(ctx: "UnitContext") -> dict:
     jl = B.JudgeLog()
     m = ctx.run_rows("best_of_n", lambda e, tk, led: B.best_of_n_episode(
         tk, backbone=ctx.backbone, world=ctx.world, config=ctx.config, n=ctx.config.experiment.best_of_n,
-        edits=ctx.suite.edits, ledger=led, episode=e, judge_log=jl), memory=False)
+        edits=ctx.suite.edits, ledger=led, episode=e, judge_log=jl, workers=ctx.threads), memory=False)
     m["judge"] = {"calls": jl.calls, "parse_failures": jl.parse_failures, "failed_replies": jl.failed_replies}
     return m
 
@@ -78,7 +77,7 @@ def _rebuilt(ctx: "UnitContext", name: str, cfg) -> dict:
     ag = ctx.agent(st, cfg)
     construct(ag, ctx.splits.build, seed=ctx.seed, progress=ctx.progress)
     params, _, _ = train_selector(ag, ctx.splits.train, ctx.splits.val, seed=ctx.selector_seed, progress=ctx.progress)
-    m = ctx.agent_rows(name, ag, _greedy_policy(dqn.jit_selector(dqn.make_dqn(cfg.dqn)), params), memory=True)
+    m = ctx.agent_rows(name, ag, _greedy_policy(jitted_selector(cfg.dqn), params), memory=True)
     m["records"] = len(st)
     return m
 

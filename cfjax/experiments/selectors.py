@@ -36,8 +36,13 @@ def table_outputs() -> list[str]:
 
 
 def table_main(cfg: CounterMemConfig, *, suite: str, out: str | Path, seed: int = 0, samples: int = 4,
-               progress: bool = True, log: Callable[[str], None] = print, existing: str = "refuse"):
+               progress: bool = True, log: Callable[[str], None] = print, existing: str = "refuse",
+               executor="local", threads: int | None = None):
     """``cfjax countermem table``: a counterfactual decision table with the scripted backbone.
+
+    The table's parts are built on ``threads`` threads (default: the backbone's ``max_inflight``),
+    or as Ray tasks with ``executor`` a :class:`~cfjax.infra.executors.RayExecutor` (``"ray"``);
+    the table is identical either way.
 
     Builds (or, when resuming, reuses ``out/store.json``) the frozen store, then the table
     ``out/table.npz``; returns its metadata.
@@ -50,11 +55,11 @@ def table_main(cfg: CounterMemConfig, *, suite: str, out: str | Path, seed: int 
     """
     from cfjax.config import ConfigError
     from cfjax.countermem.table import build_table, read_json_file
-    from cfjax.domains import SUITES, build_suite
+    from cfjax.domains import SUITES, build_suite, is_registered
     from cfjax.infra.io import prepare_output_dir
     from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedBackbone
 
-    if suite not in SUITES:
+    if suite not in SUITES and not is_registered(suite):
         raise ConfigError(f"unknown suite {suite!r} (available: {', '.join(SUITES)})")
     out = Path(out)
     prepare_output_dir(out, existing=existing, owned=table_outputs(), resumable=True,
@@ -80,7 +85,17 @@ def table_main(cfg: CounterMemConfig, *, suite: str, out: str | Path, seed: int 
     if not store.frozen:
         construct(agent, splits.build, seed=seed, progress=bars)
         store.save(store_path)
-    table, meta = build_table(agent, splits, out, samples=samples, seed=seed, suite=suite, progress=bars)
+    from cfjax.infra.executors import is_local, resolve_executor
+
+    ex = resolve_executor(executor)
+    make_parts = None
+    if not is_local(ex):
+        from cfjax.experiments.table_jobs import ray_table_parts
+
+        make_parts = ray_table_parts(ex, suite=suite, root=out / "suites" / suite, config=cfg, seed=seed,
+                                     splits=splits, samples=samples, store_payload=store.to_payload(), log=log)
+    table, meta = build_table(agent, splits, out, samples=samples, seed=seed, suite=suite, progress=bars,
+                              threads=threads, make_parts=make_parts)
     log(f"decision table ({SCRIPTED_LABEL}): {meta.rows} rows; roots train={meta.roots['train']} "
         f"val={meta.roots['val']} eval={meta.roots['eval']}; sha256 {meta.hash[:16]}… → {out / 'table.npz'}")
     return meta
@@ -89,7 +104,8 @@ def table_main(cfg: CounterMemConfig, *, suite: str, out: str | Path, seed: int 
 def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequence[str] = (),
                          decisions: int | None = None, cfg: dqn.DQNConfig | None = None,
                          out: str | Path | None = None, n_boot: int = 2000, log: Callable[[str], None] = print,
-                         existing: str = "refuse") -> dict:
+                         existing: str = "refuse", coordinator: str | None = None,
+                         num_processes: int | None = None, process_id: int | None = None) -> dict:
     """``cfjax countermem train-selectors``: a grid × seeds of selectors trained at once on a table.
 
     ``seeds`` like ``0-4`` or ``0,3,7``; ``grid`` like ``["lr=1e-3,3e-4", "gamma=0.9,0.95"]``
@@ -102,16 +118,28 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
     ``existing`` for an output file that already exists (checked first): ``"refuse"`` (default)
     raises :class:`cfjax.infra.io.OutputExistsError`, ``"force"`` replaces it (atomically, at the
     end), ``"resume"`` is refused (training is not resumed from a results file).
+
+    **Several processes** (one machine or many; :mod:`cfjax.infra.distributed`): ``coordinator``
+    (``HOST:PORT`` of process 0), ``num_processes`` and ``process_id``, or else the environment
+    variables ``CFJAX_COORDINATOR``, ``CFJAX_NUM_PROCESSES`` and ``CFJAX_PROCESS_ID``. Every process
+    runs this function with the same table, seeds, grid and config; the selectors are split over the
+    processes and gathered back (:func:`cfjax.countermem.selectors.train_selectors`). Process 0 checks
+    and writes the output file, prints the full report and returns the full payload; the others
+    write nothing, print one line and return the payload without ``"comparison"``. Nothing given:
+    one process, as before, with the same numbers (within 1e-6).
     """
     import json
 
     from cfjax.countermem.selectors import (compare_with_fixed_policies, parse_grid, parse_seeds,
                                             train_selectors)
     from cfjax.countermem.table import load_table
+    from cfjax.infra.distributed import init_processes, process_spec
     from cfjax.infra.io import atomic_write_text, prepare_output_file
 
+    spec = process_spec(coordinator, num_processes, process_id)  # checked before anything else; no JAX yet
+    leader = spec is None or spec.process_id == 0  # (the output is written by process 0 only)
     dest = Path(out) if out else Path(table) / "selectors.json"
-    if out is not None or Path(table).is_dir():
+    if leader and (out is not None or Path(table).is_dir()):
         prepare_output_file(dest, existing=existing, command="cfjax countermem train-selectors")
     cfg = cfg or dqn.DQNConfig()
     if decisions is not None:
@@ -124,12 +152,28 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
     tab, meta = load_table(table)
     seed_list = parse_seeds(seeds)
     points = parse_grid(list(grid))
+    info = (init_processes(spec.coordinator, spec.num_processes, spec.process_id) if spec  # before any JAX work
+            else init_processes(environ={}))  # a group the caller started itself, or one process
     t0 = time.perf_counter()
     res = train_selectors(tab, cfg, seeds=seed_list, grid=points, max_depth=meta.max_depth)
     secs = time.perf_counter() - t0
     n = len(points) * len(seed_list)
+    where = (f"on {res.devices} device(s) × {res.processes} processes" if res.processes > 1
+             else f"on {res.devices} device(s)")
+    payload = {
+        "table_hash": meta.hash, "backbone": meta.backbone, "seeds": list(seed_list), "grid": points,
+        "decisions": cfg.total_decisions, "seconds": secs, "processes": res.processes,
+        "val_return": res.val_return.tolist(), "best_decision": res.best_decision.tolist(),
+        "eval_return": res.eval_return.tolist(), "eval_solved": res.eval_solved.tolist(),
+        "final_eval_return": res.final_eval_return.tolist(), "final_eval_solved": res.final_eval_solved.tolist(),
+        "val_curve": np.where(np.isnan(res.val_curve), None, res.val_curve).tolist(),
+    }
+    if not info.is_leader:
+        log(f"process {info.process_id}/{info.num_processes}: trained its share of {n} selectors {where} in "
+            f"{secs:.1f}s; process 0 reports and writes {dest}")
+        return payload
     log(f"trained {n} selectors ({len(points)} grid point(s) × {len(seed_list)} seed(s), {cfg.total_decisions} "
-        f"decisions each) on table {meta.hash[:12]}… ({meta.backbone}) in {secs:.1f}s on {res.devices} device(s)")
+        f"decisions each) on table {meta.hash[:12]}… ({meta.backbone}) in {secs:.1f}s {where}")
     log(f"{'grid point':<28}{'seed':>6}{'val return':>12}{'best@':>7}{'held-out return':>17}{'held-out solved':>17}"
         f"{'final return':>14}{'final solved':>14}")
     names = [",".join(f"{k}={v:g}" for k, v in point.items()) or "(Table 3 defaults)" for point in points]
@@ -145,15 +189,7 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
                                              n_boot=n_boot)
     for line in comparison_lines(comparison, names):
         log(line)
-    payload = {
-        "table_hash": meta.hash, "backbone": meta.backbone, "seeds": list(seed_list), "grid": points,
-        "decisions": cfg.total_decisions, "seconds": secs,
-        "val_return": res.val_return.tolist(), "best_decision": res.best_decision.tolist(),
-        "eval_return": res.eval_return.tolist(), "eval_solved": res.eval_solved.tolist(),
-        "final_eval_return": res.final_eval_return.tolist(), "final_eval_solved": res.final_eval_solved.tolist(),
-        "val_curve": np.where(np.isnan(res.val_curve), None, res.val_curve).tolist(),
-        "comparison": comparison,
-    }
+    payload["comparison"] = comparison
     atomic_write_text(dest, json.dumps(payload, indent=1))
     log(f"wrote {dest}")
     return payload

@@ -49,6 +49,7 @@ import numpy as np
 from cfjax.config import ConfigError, from_dict, to_dict
 from cfjax.experiments.common import finite
 from cfjax.experiments.stats import fmt_interval
+from cfjax.infra.executors import Executor, is_local, resolve_executor
 
 __all__ = ["DEFAULT_GRID", "SweepSpec", "load_grid", "override", "run_sweep", "sweep_outputs", "format_sweep",
            "draw_sweep"]
@@ -166,8 +167,8 @@ def _point_label(point: dict) -> str:
 
 
 def _run_countermem(spec: SweepSpec, points: list[dict], out: Path, workers: int | None,
-                    log: Callable[[str], None]) -> list[dict]:
-    """Every (point, suite, split, seed) unit on one process pool; one summary per point."""
+                    log: Callable[[str], None], executor: Executor = "local") -> list[dict]:
+    """Every (point, suite, split, seed) unit on one process pool (or as Ray tasks); one summary per point."""
     import os
 
     from cfjax.config import CounterMemConfig
@@ -187,9 +188,10 @@ def _run_countermem(spec: SweepSpec, points: list[dict], out: Path, workers: int
         jobs += js
         owner += [i] * len(js)
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    where = f"workers {workers}" if is_local(executor) else "Ray tasks"
     log(f"cfjax sweep countermem: {len(points)} points × {len(jobs) // len(points)} units = {len(jobs)} units, "
-        f"rows {list(rows)}, workers {workers}")
-    units = run_jobs(jobs, workers=workers)
+        f"rows {list(rows)}, {where}")
+    units = run_jobs(jobs, workers=workers, executor=executor)
     results = []
     for i, (p, cfg) in enumerate(zip(points, cfgs)):
         us = [u for u, o in zip(units, owner) if o == i]
@@ -200,7 +202,7 @@ def _run_countermem(spec: SweepSpec, points: list[dict], out: Path, workers: int
 
 
 def _run_antipersist(spec: SweepSpec, points: list[dict], out: Path, workers: int | None,
-                     log: Callable[[str], None]) -> list[dict]:
+                     log: Callable[[str], None], executor: Executor = "local") -> list[dict]:
     """One Anti-Persistence run per point (each parallel over its own jobs)."""
     from cfjax.config import APConfig
     from cfjax.experiments.antipersist import run_main
@@ -215,7 +217,7 @@ def _run_antipersist(spec: SweepSpec, points: list[dict], out: Path, workers: in
             cfg = dataclasses.replace(cfg, max_eval_tasks=spec.max_tasks)
         log(f"cfjax sweep antipersist: point {i + 1}/{len(points)} ({_point_label(p)})")
         payload = run_main(cfg, suites=names, rows=list(spec.rows) or None, out=out / f"point_{i:02d}",
-                           workers=workers, quick=False, log=lambda s: None)
+                           workers=workers, quick=False, log=lambda s: None, executor=executor)
         outcomes = payload["outcomes"]
         rows = list(spec.rows) or sorted({r for s in outcomes.values() for b in s.values() for r in b["rows"]})
         table: dict = {}
@@ -262,16 +264,21 @@ def _check_spec(spec: SweepSpec, grid: str | Path) -> None:
 
 
 def run_sweep(method: str, *, grid: str | Path = DEFAULT_GRID, out: str | Path, quick: bool = False,
-              workers: int | None = None, log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
+              workers: int | None = None, log: Callable[[str], None] = print, existing: str = "refuse",
+              executor: Executor = "local") -> dict:
     """``cfjax sweep``: run ``method``'s grid, write ``sweep.json``, ``sweep.txt`` and the heatmaps.
 
     ``existing`` says what to do when ``out`` is a non-empty directory (checked after the grid,
     before anything is written): ``"refuse"`` (default) raises
     :class:`cfjax.infra.io.OutputExistsError`; ``"force"`` first removes what a sweep writes there
     (:func:`sweep_outputs`), keeping other files; ``"resume"`` is refused (points are not saved
-    separately)."""
+    separately).
+
+    ``executor``: ``"local"`` (``workers`` processes) or ``"ray"`` / a
+    :class:`cfjax.infra.executors.RayExecutor` (every unit a Ray task; the results are the same)."""
     from cfjax.infra.io import atomic_write_text, prepare_output_dir
 
+    executor = resolve_executor(executor)
     spec = load_grid(grid, method, quick=quick)
     _check_spec(spec, grid)
     points = spec.points()
@@ -280,7 +287,7 @@ def run_sweep(method: str, *, grid: str | Path = DEFAULT_GRID, out: str | Path, 
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     run = _run_countermem if method == "countermem" else _run_antipersist
-    results = run(spec, points, out, workers, log)
+    results = run(spec, points, out, workers, log, executor)
     payload = {"method": method, "grid": str(grid), "grid_text": Path(grid).read_text(), "quick": quick,
                "axes": {k: list(v) for k, v in spec.axes.items()}, "reference": spec.reference,
                "backbone": "scripted backbone (seeded simulator, not an LLM)",

@@ -45,6 +45,8 @@ import numpy as np
 
 from cfjax.config.uplift import UpliftConfig
 from cfjax.experiments.common import run_pool, write_results
+from cfjax.experiments.transport import format_llm, merge_llm
+from cfjax.infra.executors import Executor, is_local
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.infra.io import atomic_write_json
 
@@ -100,7 +102,7 @@ def run_job(job: UpliftJob) -> dict:
     backbone = spec.make(suite, cfg.backbone_seed, cfg)  # reads cfg.scripted
     executor = AgentExecutor(backbone, world, suite.edits, max_attempts=cfg.training.max_attempts)
     domain = sp.eval[0].domain
-    run = UpliftRun(cfg, executor, domain=job.suite, k_max=cfg.retrieval.k_for(domain), writer_backbone=backbone,
+    run = UpliftRun(cfg, executor, domain=getattr(suite, "base", job.suite), k_max=cfg.retrieval.k_for(domain), writer_backbone=backbone,
                     row=TRAINING_ROWS[job.variant])
     run.bootstrap(list(sp.build))
     run.warmup()
@@ -115,8 +117,10 @@ def run_job(job: UpliftJob) -> dict:
         run.trainer.save(out / "scorer", {"suite": job.suite, "variant": job.variant, "train_seed": seed,
                                           "labels": len(run.labels)})
     families = [suite.answer_key(t).family for t in res.task_ids]  # analysis: per-family breakdown
+    from cfjax.experiments.countermem import backbone_stats
+
     return {"suite": job.suite, "variant": job.variant, "train_seed": seed, "task_ids": res.task_ids,
-            "families": families,
+            "families": families, "llm": backbone_stats(backbone),
             "outcomes": res.outcomes, "rewards": res.rewards, "set_sizes": res.set_sizes,
             "counts": run.counts(), "eval_counts": run.eval_counts,
             "train_log": {"updates": run.train_log.updates, "windows": run.train_log.windows,
@@ -147,8 +151,8 @@ def _compilation_cache(cache_dir: str) -> None:
 _SUITE_COST = {"pybugs": 3.0, "sat": 2.0, "sql": 1.0}
 
 
-def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None], cache_dir: str = ""
-              ) -> list[dict]:
+def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None], cache_dir: str = "",
+              executor: Executor = "local") -> list[dict]:
     from cfjax.experiments.antipersist import _close_all
 
     def note(d: dict) -> None:
@@ -158,7 +162,7 @@ def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None
 
     return run_pool(run_job, jobs, workers=workers, note=note, initializer=_init_worker, initargs=(cache_dir,),
                     cost=lambda j: _SUITE_COST.get(j.suite, 2.0) * (2.0 if j.variant == METHOD else 1.0),
-                    serial_done=_close_all)
+                    serial_done=_close_all, executor=executor)
 
 
 def summarize_rows(outcomes: dict, rows: Sequence[str], *, method: str = METHOD, reference: str = REFERENCE,
@@ -263,8 +267,9 @@ def _plot(per_suite: dict, path: Path) -> None:
 
 def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] = (METHOD,) + ABLATIONS,
             cfg: UpliftConfig = UpliftConfig(), workers: int = 1, backbone=None,
-            log: Callable[[str], None] = print) -> dict:
-    """Every suite × variant; writes the results (module docstring); returns the combined payload."""
+            log: Callable[[str], None] = print, executor: Executor = "local") -> dict:
+    """Every suite × variant; writes the results (module docstring); returns the combined payload.
+    ``executor``: the local process pool, or Ray tasks (then without the shared SQLite world cache)."""
     from cfjax.config import save_toml
     from cfjax.domains import build_suite
     from cfjax.experiments.antipersist import _clear
@@ -285,9 +290,10 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
     _clear(scratch)
     scratch.mkdir()
     jobs = [UpliftJob(s, str(roots[s]), v, replace(cfg, training=replace(cfg.training, seed=seed)), str(out / s), spec,
-                      str(scratch / f"{s}.sqlite")) for s in suites for v in variants for seed in cfg.train_seeds]
+                      str(scratch / f"{s}.sqlite") if is_local(executor) else "")
+            for s in suites for v in variants for seed in cfg.train_seeds]
     try:  # the persistent XLA cache is set in the worker processes only (they end with the run)
-        done = _run_jobs(jobs, workers, log, str(scratch / "xla"))
+        done = _run_jobs(jobs, workers, log, str(scratch / "xla") if is_local(executor) else "", executor)
     finally:
         _clear(scratch)
     per_suite = {}
@@ -300,7 +306,9 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
     present = [r for r in ROWS if any(r in p["rows"] for p in per_suite.values())]
     combined = {"backbone": spec.label, "suites": per_suite, "rows": present, "outcomes": outcomes,
                 "summary": summarize_rows(outcomes, present) if len(suites) > 1 else per_suite[suites[0]]["table"]}
-    report = "\n\n".join([format_table(p) for p in per_suite.values()] + [format_summary(combined)])
+    combined["llm"] = merge_llm(j.get("llm") for j in done)
+    report = "\n\n".join([format_table(p) for p in per_suite.values()] + [format_summary(combined)]
+                         + ([format_llm(combined["llm"])] if combined["llm"] else []))
     write_results(out, combined, text=report, report="report.txt")
     _plot(per_suite, out / "success.png")
     log(format_summary(combined))
@@ -327,10 +335,10 @@ def run_outputs() -> list[str]:
 
 def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows: Sequence[str] | None = None,
              backbone="scripted", workers: int | None = None, quick: bool = False,
-             log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
+             log: Callable[[str], None] = print, existing: str = "refuse", executor: Executor = "local") -> dict:
     """``cfjax upliftmem run``: :func:`run_all` with a header and a closing line."""
     from cfjax.config import ConfigError
-    from cfjax.experiments.countermem import backbone_spec, resolve_suites
+    from cfjax.experiments.countermem import backbone_spec, default_workers, resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
@@ -340,7 +348,7 @@ def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows:
         raise ConfigError(f"unknown row(s) {bad}; choose from {', '.join((METHOD,) + ABLATIONS)} "
                           "(no_memory and similarity_topk always run with upliftmem)")
     spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
-    workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    workers = workers if workers is not None else default_workers(spec)
     out = Path(out)
     prepare_output_dir(out, existing=existing, owned=run_outputs(), resumable=False, command="cfjax upliftmem run")
     log(f"cfjax upliftmem run: suites={names} backbone={spec.label} rows={list(rows)} "
@@ -348,7 +356,8 @@ def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows:
         f"B_p={cfg.probing.budget} eval repeats={cfg.eval_repeats}, {workers} worker(s){' (quick)' if quick else ''}"
         f" → {out}")
     t0 = time.perf_counter()
-    combined = run_all(out, suites=names, rows=rows, cfg=cfg, workers=workers, backbone=spec, log=log)
+    combined = run_all(out, suites=names, rows=rows, cfg=cfg, workers=workers, backbone=spec, log=log,
+                       executor=executor)
     log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, {out / 'success.png'} and {out}/<suite>/ "
         f"({time.perf_counter() - t0:.0f}s)")
     return combined

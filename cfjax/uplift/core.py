@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from cfjax.config.uplift import UtilitySpec
+from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
 from cfjax.types import Attempt, Task
 
@@ -216,6 +217,39 @@ class Labeler:
             return i, self.log.runs[i]
         ex = self.executor.execute(task, list(memories), seed=int(seed), ledger=self.ledger)
         return self.log.add(key, ex, purpose), ex
+
+    def run_many(self, items: Sequence[tuple[Task, Sequence[Memory]]], *, seed: int, purpose: str,
+                 workers: int = 1) -> list[tuple[int, Execution]]:
+        """:meth:`run` for every ``(task, memories)`` in ``items``, the missing executions on up to
+        ``workers`` threads.
+
+        Identical to running them one by one in ``items`` order: requests already in the log (or
+        repeated within ``items``) are read back, each new execution runs once with its own ledger,
+        and executions enter the log — and their costs the ledger — in ``items`` order, so ids and
+        counts do not depend on which thread finished first."""
+        keys = [(t.task_id, set_key(m), int(seed)) for t, m in items]
+        todo: dict[tuple[str, tuple[str, ...], int], int] = {}
+        for j, k in enumerate(keys):
+            if self.log.get(k) is None and k not in todo:
+                todo[k] = j
+
+        def execute(j: int) -> tuple[Execution, Ledger]:
+            led = Ledger(self.ledger.phase)
+            task, mems = items[j]
+            return self.executor.execute(task, list(mems), seed=int(seed), ledger=led), led
+
+        ran = dict(zip(todo, ordered_map(execute, list(todo.values()), workers)))
+        out: list[tuple[int, Execution]] = []
+        for k in keys:
+            i = self.log.get(k)
+            if i is not None:
+                self.log.reuses[purpose] += 1
+                out.append((i, self.log.runs[i]))
+                continue
+            ex, led = ran[k]
+            self.ledger.merge(led)
+            out.append((self.log.add(k, ex, purpose), ex))
+        return out
 
     def reference(self, task: Task, *, seed: int) -> tuple[int, Execution]:
         """The no-memory execution of ``(task, seed)`` — run once, shared by every label pairing with it."""

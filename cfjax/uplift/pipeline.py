@@ -38,11 +38,12 @@ import jax
 import numpy as np
 
 from cfjax.config.uplift import UpliftConfig
+from cfjax.infra.concurrency import inflight_of
 from cfjax.infra.ledger import Ledger
 from cfjax.types import Backbone, Task
 from cfjax.uplift.core import ExecutionLog, Label, Labeler, Memory, SetExecutor, set_key
 from cfjax.uplift.pool import MemoryPool, Writer
-from cfjax.uplift.probing import WindowTask, acquire, build_window
+from cfjax.uplift.probing import WindowTask, acquire, build_window, label_many
 from cfjax.uplift.retrieval import Candidates, Retriever
 from cfjax.uplift.scorer import LabelStore, PathRecord, ScorerTrainer
 
@@ -132,6 +133,9 @@ class UpliftRun:
         self.key = jax.random.PRNGKey(cfg.training.seed)
         self.train_log = TrainLog()
         self.processed = 0
+        #: held-out executions run on this many threads (the backbone's ``max_inflight``; 1 for the
+        #: simulator); the results are identical to the serial pass (:meth:`Labeler.run_many`)
+        self.eval_workers = inflight_of(getattr(executor, "backbone", None))
 
     # ------------------------------------------------------------------ helpers
     def _next_key(self) -> jax.Array:
@@ -183,13 +187,16 @@ class UpliftRun:
         for t in tasks:
             _, ref = self.labeler.reference(t, seed=seed)
             self._write(t, ref, seed, validate=False)
+        picks = []  # the sets first (the same draws of self.rng), then their labels, in this order
         for t in tasks:
             cands = self.retriever.candidates(t)
             for _ in range(self.cfg.training.bootstrap_sets):
                 s = self.random_set(cands)
                 if s:
-                    lab, _ = self.labeler.label(t, s, seed=seed, kind="bootstrap")
-                    self.add_label(t, lab, s)
+                    picks.append((t, s, seed))
+        for (t, s, _), (lab, _) in zip(picks, label_many(self.labeler, picks, kind="bootstrap",
+                                                         threads=self.threads_for_probes())):
+            self.add_label(t, lab, s)
         self.train_log.seconds["bootstrap"] = time.perf_counter() - t0
 
     def warmup(self) -> None:
@@ -242,6 +249,17 @@ class UpliftRun:
                     self._update(tr.steps_per_update, records, policy=True)
         self.train_log.seconds["train"] = time.perf_counter() - t0
 
+    #: threads for the executions of one probe window or of bootstrap probing (independent executions;
+    #: results identical to the serial run, :func:`cfjax.uplift.probing.label_many`). ``None``: the
+    #: executor backbone's ``max_inflight`` (1 for the scripted simulator and the direct executors).
+    probe_threads: int | None = None
+
+    def threads_for_probes(self) -> int:
+        """The thread count of probe executions (:attr:`probe_threads`)."""
+        if self.probe_threads is not None:
+            return max(1, int(self.probe_threads))
+        return inflight_of(getattr(self.labeler.executor, "backbone", None))
+
     def probe_window(self, window: Sequence[WindowTask], *, budget: int | None = None, strategy: str | None = None,
                      on_window: Callable | None = None) -> list[Label]:
         """One acquisition event: build the B.2 window, acquire, execute, label, update."""
@@ -249,9 +267,10 @@ class UpliftRun:
         win = build_window(window, self.retriever, self.labels, p, self.rng)
         picks = acquire(win, p, self._next_key(), budget=budget, strategy=strategy or self.row.probing)
         labels = []
-        for ti, members in picks:
+        items = [(win.tasks[ti].cands.task, list(members), win.tasks[ti].seed) for ti, members in picks]
+        for (ti, members), (lab, _) in zip(picks, label_many(self.labeler, items, kind="probe",
+                                                             threads=self.threads_for_probes())):
             wt = win.tasks[ti]
-            lab, _ = self.labeler.label(wt.cands.task, list(members), seed=wt.seed, kind="probe")
             wt.executed.add(set_key(members))
             self.add_label(wt.cands.task, lab, list(members))
             labels.append(lab)
@@ -282,8 +301,9 @@ class UpliftRun:
             seed = self.cfg.eval_seed + r
             for row, out in zip(rows, out_rows):
                 solved, rew, sizes, infos, sets = [], [], [], [], []
-                for t, mems in zip(tasks, chosen[row]):
-                    _, ex = labeler.run(t, mems, seed=seed, purpose="eval")
+                runs = labeler.run_many(list(zip(tasks, chosen[row])), seed=seed, purpose="eval",
+                                        workers=self.eval_workers)
+                for (_, ex), mems in zip(runs, chosen[row]):
                     solved.append(int(ex.solved))
                     rew.append(float(ex.R))
                     sizes.append(len(mems))

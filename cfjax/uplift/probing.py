@@ -40,14 +40,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax.config.uplift import ProbingSection
+from cfjax.infra.concurrency import ordered_map
+from cfjax.infra.ledger import Ledger
 from cfjax.kernels.acquire import SOFTMAX, AcquireInputs, make_acquire
 from cfjax.kernels.evsi import blr_posterior
 from cfjax.types import Task
-from cfjax.uplift.core import Memory, set_key
+from cfjax.uplift.core import Execution, Label, Labeler, Memory, set_key
 from cfjax.uplift.retrieval import Candidates, Retriever
 from cfjax.uplift.scorer import LabelStore, ScorerTrainer, pad_rows
 
-__all__ = ["WindowTask", "Window", "neighbourhood", "build_window", "acquire", "posterior_cov"]
+__all__ = ["WindowTask", "Window", "neighbourhood", "build_window", "acquire", "posterior_cov", "label_many"]
 
 
 @dataclass
@@ -243,3 +245,58 @@ def acquire(window: Window, cfg: ProbingSection, key: jax.Array, *, budget: int 
 
 def task_of(window: Window, ti: int) -> Task:
     return window.tasks[ti].cands.task
+
+
+# --------------------------------------------------------------------------- executing the probes
+
+
+class _Prepared:
+    """A :class:`~cfjax.uplift.core.SetExecutor` that hands out executions already run (each with the
+    private ledger it charged, merged into the caller's ledger when handed out)."""
+
+    def __init__(self, runs: dict[tuple[str, tuple[str, ...], int], tuple[Execution, Ledger]]) -> None:
+        self.runs = runs
+
+    def execute(self, task: Task, memories: Sequence[Memory], *, seed: int, ledger: Ledger) -> Execution:
+        key = (task.task_id, set_key(memories), int(seed))
+        got = self.runs.pop(key, None)
+        if got is None:  # a bug in label_many's plan, never a user error
+            raise RuntimeError(f"execution {key} was not prepared")
+        ledger.merge(got[1])
+        return got[0]
+
+
+def label_many(labeler: Labeler, items: Sequence[tuple[Task, Sequence[Memory], int]], *, kind: str,
+               threads: int = 1) -> list[tuple[Label, Execution]]:
+    """``[labeler.label(task, members, seed=seed, kind=kind) for task, members, seed in items]``, with the
+    executions run on up to ``threads`` threads.
+
+    Identical to the serial loop, whatever the completion order: the executions the serial loop
+    would run (the no-memory reference and the set of each item, those not yet in the execution log,
+    each once) are run concurrently, each charging a private ledger; then the labels are made
+    serially in item order, each execution entering the log and merging its ledger exactly where
+    the serial loop would have run it (so the log's ids and purposes, the reuse counts and the ledger
+    come out the same). Every draw of an execution is keyed by its (task, set, draft seed), so running
+    it on another thread does not change it. The executor must be safe to call from several threads
+    (the agent loop over a thread-safe backbone and world is; a real LLM client bounds its own
+    requests in flight)."""
+    if threads <= 1 or len(items) <= 1:
+        return [labeler.label(task, list(ms), seed=int(seed), kind=kind) for task, ms, seed in items]
+    todo: dict[tuple[str, tuple[str, ...], int], tuple[Task, tuple[Memory, ...], int]] = {}
+    for task, ms, seed in items:
+        for mems in ((), tuple(ms)):
+            key = (task.task_id, set_key(mems), int(seed))
+            if labeler.log.get(key) is None and key not in todo:
+                todo[key] = (task, mems, int(seed))
+
+    def run(item: tuple[Task, tuple[Memory, ...], int]) -> tuple[Execution, Ledger]:
+        task, mems, seed = item
+        own = Ledger(labeler.ledger.phase)
+        return labeler.executor.execute(task, list(mems), seed=seed, ledger=own), own
+
+    prepared = _Prepared(dict(zip(todo, ordered_map(run, list(todo.values()), threads))))
+    replay = Labeler(prepared, labeler.spec, labeler.ledger, labeler.log)
+    out = [replay.label(task, list(ms), seed=int(seed), kind=kind) for task, ms, seed in items]
+    if prepared.runs:  # pragma: no cover - the plan above mirrors Labeler.run exactly
+        raise RuntimeError(f"{len(prepared.runs)} prepared execution(s) were not used")
+    return out
