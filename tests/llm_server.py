@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["canned_sql", "FakeLLMServer", "FaultPlan", "FAULT_KINDS", "RecordedRequest", "Reply", "server_usage"]
+__all__ = ["canned_sql", "inflight_profile", "FakeLLMServer", "FaultPlan", "FAULT_KINDS", "RecordedRequest", "Reply", "server_usage"]
 
 #: Every fault a :class:`FaultPlan` can inject.
 FAULT_KINDS = ("empty_choices", "not_json", "null_content", "surrogate", "http_429", "http_500_burst", "reset",
@@ -436,25 +436,29 @@ class FakeLLMServer:
     def inflight_profile(self) -> dict[str, float]:
         """How many chat requests were in flight: ``max``, the time-weighted ``mean`` while at least one
         was, ``busy_s`` (seconds with at least one) and ``n`` (requests), from the recorded start/end times."""
-        reqs = self.chat_requests
-        events = sorted([(r.start, 1) for r in reqs] + [(r.end, -1) for r in reqs])
-        level = peak = 0
-        area = busy = 0.0
-        last = events[0][0] if events else 0.0
-        for t, d in events:
-            if level:
-                area += level * (t - last)
-                busy += t - last
-            level += d
-            peak = max(peak, level)
-            last = t
-        return {"max": float(peak), "mean": area / busy if busy else 0.0, "busy_s": busy, "n": float(len(reqs))}
+        return inflight_profile(self.chat_requests)
 
     def fail_next(self, n: int, status: int = 500) -> None:
         """Answer the next ``n`` chat requests with ``status``."""
         with self._lock:
             self.fail_first = self._failed + n
             self.fail_status = status
+
+
+def inflight_profile(reqs: list[RecordedRequest]) -> dict[str, float]:
+    """``max`` / time-weighted ``mean`` (while ≥ 1) requests in flight, ``busy_s`` and ``n`` over ``reqs``."""
+    events = sorted([(r.start, 1) for r in reqs] + [(r.end, -1) for r in reqs])
+    level = peak = 0
+    area = busy = 0.0
+    last = events[0][0] if events else 0.0
+    for t, d in events:
+        if level:
+            area += level * (t - last)
+            busy += t - last
+        level += d
+        peak = max(peak, level)
+        last = t
+    return {"max": float(peak), "mean": area / busy if busy else 0.0, "busy_s": busy, "n": float(len(reqs))}
 
 
 def _arrival(r: RecordedRequest) -> tuple[int, float]:

@@ -78,9 +78,9 @@ from typing import Any
 
 from cfjax.config import ConfigError
 from cfjax.domains.base import Suite, stratified_splits
-from cfjax.types import AnswerKey, Splits, Task
+from cfjax.types import AnswerKey, EditError, Splits, Task
 
-__all__ = ["JSONLError", "JSONLSuite", "Parsed", "UserRow", "UserDomain", "RowReader", "load", "LoadedFile", "suite_label",
+__all__ = ["JSONLError", "JSONLSuite", "Parsed", "UserRow", "UserDomain", "GoldFreeDrafting", "RowReader", "load", "LoadedFile", "suite_label",
            "DOMAINS", "BASE_SUITES", "SPLIT_NAMES", "PREFIX", "LABEL_PREFIX", "FORMAT", "safe_id"]
 
 #: ``--suite jsonl:PATH``
@@ -216,6 +216,30 @@ class UserRow:
     #: ``True`` when the line gives a gold action (twins are grouped by it in the splits)
     has_gold: bool
     payload: Any = None
+
+
+class GoldFreeDrafting:
+    """What the scripted drafters of user suites share: they hold no answer key, so a draft is the
+    given action with (at most) one seeded rule edit of the domain's edit model, and no fix is
+    ever known (the world alone decides). Mixed into each domain's ``User*Script``."""
+
+    edits: Any  # the domain's EditModel
+
+    def one_rule_edit(self, base: str, rng: Any, *context: Any) -> str:
+        """``base`` with one rule edit drawn from ``rng`` (``base`` itself when none applies)."""
+        edits = self.edits.rule_edits(base, *context)
+        if not edits:
+            return base
+        i, new = edits[rng.randrange(len(edits))]
+        try:
+            return self.edits.replace_unit(base, i, new)
+        except EditError:
+            return base
+
+    def true_fixes(self, task: Task, action: str) -> dict[int, str]:
+        """None known: without an answer key the drafter cannot tell which edit is right."""
+        self.edits.units(action)  # an unparseable action raises EditError, as the interface says
+        return {}
 
 
 class UserDomain(ABC):

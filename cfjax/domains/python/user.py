@@ -35,14 +35,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cfjax.domains.jsonl import Parsed, RowReader, UserDomain, UserRow
+from cfjax.domains.jsonl import GoldFreeDrafting, Parsed, RowReader, UserDomain, UserRow
 from cfjax.domains.python.cases import parse_cases
 from cfjax.domains.python.edits import entry_name
 from cfjax.domains.python.script import SEMANTIC_KEY_ORDER, PyScript
 from cfjax.domains.python.tasks import _TEST_HEADER, observe_attrs
 from cfjax.domains.python.world import task_test_path
 from cfjax.llm.scripted import ScriptedConfig, ScriptedDomain
-from cfjax.types import AnswerKey, EditError, Task
+from cfjax.types import AnswerKey, Task
 
 __all__ = ["UserPython", "UserPyScript", "render_case_tests", "DOMAIN"]
 
@@ -181,7 +181,7 @@ class UserPython(UserDomain):
 DOMAIN = UserPython
 
 
-class UserPyScript(ScriptedDomain):
+class UserPyScript(GoldFreeDrafting, ScriptedDomain):
     """The scripted backbone's gold-free repairer (module docstring). It holds the buggy programs only."""
 
     name = "python"
@@ -198,20 +198,7 @@ class UserPyScript(ScriptedDomain):
             base = self.programs[task.task_id]
         except KeyError:
             raise KeyError(f"the python drafter has no program for task {task.task_id!r}") from None
-        base = self.edits.normalize(base)
-        edits = self.edits.rule_edits(base)
-        if not edits:
-            return base
-        i, new = edits[rng.randrange(len(edits))]
-        try:
-            return self.edits.replace_unit(base, i, new)
-        except EditError:
-            return base
-
-    def true_fixes(self, task: Task, action: str) -> dict[int, str]:
-        """None known: without an answer key the repairer cannot tell which edit is right."""
-        self.edits.units(action)  # an unparseable action raises EditError, as the interface says
-        return {}
+        return self.one_rule_edit(self.edits.normalize(base), rng)
 
     def unit_kind_name(self, unit_text: str) -> str:
         return PyScript.unit_kind_name(self, unit_text)  # type: ignore[arg-type]

@@ -52,14 +52,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cfjax.domains.jsonl import JSONLError, Parsed, RowReader, UserDomain, UserRow
+from cfjax.domains.jsonl import GoldFreeDrafting, JSONLError, Parsed, RowReader, UserDomain, UserRow
 from cfjax.domains.sat.instances import context_text
 from cfjax.domains.sat.script import SEMANTIC_KEYS, SatScript
 from cfjax.domains.sat.sat_world import _OP_WORDS, Check, SATInstance, SATWorld, sat_checks
 from cfjax.domains.sat.smt_world import SMTInstance, schedule_checks
 from cfjax.domains.sat.tasks import observe_attrs
 from cfjax.llm.scripted import ScriptedConfig, ScriptedDomain
-from cfjax.types import AnswerKey, EditError, Task
+from cfjax.types import AnswerKey, Task
 
 __all__ = ["UserSat", "UserSatScript", "CNFSATWorld", "parse_dimacs", "cnf_instance", "cnf_checks", "DOMAIN"]
 
@@ -309,7 +309,7 @@ class UserSat(UserDomain):
 DOMAIN = UserSat
 
 
-class UserSatScript(ScriptedDomain):
+class UserSatScript(GoldFreeDrafting, ScriptedDomain):
     """The scripted backbone's gold-free drafter (module docstring): what the prompts show — the
     instances, the start encodings and the DIMACS formulas (transcribed) — and no answer key."""
 
@@ -336,19 +336,9 @@ class UserSatScript(ScriptedDomain):
         if not base.strip():
             return ""
         base = self.edits.normalize(base)
-        edits = self.edits.rule_edits(base, self.env(task))
-        if (transcribed and attempt == 0) or not edits:
+        if transcribed and attempt == 0:
             return base
-        i, new = edits[rng.randrange(len(edits))]
-        try:
-            return self.edits.replace_unit(base, i, new)
-        except EditError:
-            return base
-
-    def true_fixes(self, task: Task, action: str) -> dict[int, str]:
-        """None known: without an answer key the drafter cannot tell which edit is right."""
-        self.edits.units(action)  # an unparseable action raises EditError, as the interface says
-        return {}
+        return self.one_rule_edit(base, rng, self.env(task))
 
     def unit_kind_name(self, unit_text: str) -> str:
         return SatScript.unit_kind_name(self, unit_text)  # type: ignore[arg-type]

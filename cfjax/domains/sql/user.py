@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfjax.domains.jsonl import JSONLError, Parsed, RowReader, UserDomain, UserRow
+from cfjax.domains.jsonl import GoldFreeDrafting, JSONLError, Parsed, RowReader, UserDomain, UserRow
 from cfjax.domains.sql.databases import Column, ForeignKey, Table
 from cfjax.domains.sql.script import SEMANTIC_KEYS, _unit_kind_name
 from cfjax.domains.sql.tasks import observe_attrs
 from cfjax.llm.scripted import ScriptedConfig, ScriptedDomain
-from cfjax.types import AnswerKey, EditError, Task
+from cfjax.types import AnswerKey, Task
 
 __all__ = ["SqliteSchema", "read_schema", "draft_sql", "UserSQL", "UserSQLScript", "DOMAIN", "GOLD_FIELDS"]
 
@@ -337,7 +337,7 @@ def draft_sql(question: str, schema: SqliteSchema, attrs: Mapping[str, Any] | No
     return sql
 
 
-class UserSQLScript(ScriptedDomain):
+class UserSQLScript(GoldFreeDrafting, ScriptedDomain):
     """The scripted backbone's gold-free SQL drafter (module docstring). It holds the schemas only."""
 
     name = "sql"
@@ -358,19 +358,7 @@ class UserSQLScript(ScriptedDomain):
         base = self.edits.normalize(base)
         if attempt == 0:
             return base
-        edits = self.edits.rule_edits(base, schema)
-        if not edits:
-            return base
-        i, new = edits[rng.randrange(len(edits))]
-        try:
-            return self.edits.replace_unit(base, i, new)
-        except EditError:
-            return base
-
-    def true_fixes(self, task: Task, action: str) -> dict[int, str]:
-        """None known: without an answer key the drafter cannot tell which edit is right."""
-        self.edits.units(action)  # an unparseable action raises EditError, as the interface says
-        return {}
+        return self.one_rule_edit(base, rng, schema)
 
     def unit_kind_name(self, unit_text: str) -> str:
         return _unit_kind_name(unit_text)
