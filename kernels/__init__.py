@@ -39,7 +39,7 @@ from cfjax.kernels.dqn import (DQNConfig, DQNHParams, Metrics, QNetwork, TrainSt
                                learn_schedule, make_dqn, reward, scheduled_update)
 from cfjax.kernels.trainer import (DecisionTable, TrainerState, TrainMetrics, TrainOutput, Trainer, make_train,
                                    table_reward, evaluate_policy, table_hash, as_jax)
-from cfjax.kernels.topk import masked_topk
+from cfjax.kernels.topk import masked_topk, masked_topk_normalized, normalize_rows
 from cfjax.kernels.bandit import (N_MODES, NONE, IMITATION, STRATEGIC, CORRECTIVE, MODE_NAMES, ROUND_ROBIN, WARMUP,
                                   EPSILON, FALLBACK, KNN_UCB, BRANCH_NAMES, BanditConfig, OutcomeLogArrays,
                                   BanditDecision, LocalEstimates, bandit_reward, cosine_similarity, exploration_draws,
@@ -80,6 +80,8 @@ __all__ = [
     "evaluate_policy", "table_hash", "as_jax",
     # topk
     "masked_topk",
+    "masked_topk_normalized",
+    "normalize_rows",
     # bandit
     "N_MODES", "NONE", "IMITATION", "STRATEGIC", "CORRECTIVE", "MODE_NAMES", "ROUND_ROBIN", "WARMUP", "EPSILON",
     "FALLBACK", "KNN_UCB", "BRANCH_NAMES", "BanditConfig", "OutcomeLogArrays", "BanditDecision",

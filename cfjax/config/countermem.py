@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cfjax.config.scripted import ScriptedConfig
+from cfjax.infra.index import IndexConfig
 from cfjax.kernels.dqn import DQNConfig
 
 __all__ = ["StoreConfig", "RetrievalConfig", "GeneratorConfig", "AgentConfig", "ExperimentConfig",
@@ -66,6 +67,8 @@ class RetrievalConfig:
     lambda_reuse: float = 0.2  # weight of u in Eq. 8
     dim: int = 512  # char n-gram hashing embedding, App. B.4
     use_conditions: bool = True  # False = the no-condition ablation (filter and render)
+    # ours: exact search below index.approx_threshold records (every store of capacity B), IVF (IVF-PQ + exact re-rank) above
+    index: IndexConfig = field(default_factory=IndexConfig)
 
 
 @dataclass(frozen=True)

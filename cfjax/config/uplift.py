@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cfjax.config.scripted import ScriptedConfig
+from cfjax.infra.index import IndexConfig
 from cfjax.kernels.setscore import UpliftLossConfig
 
 __all__ = ["UtilitySpec", "UtilitySection", "RetrievalSection", "ScorerSection", "TrainingSection",
@@ -79,6 +80,8 @@ class RetrievalSection:
     k_code: int = 3  # memory cap K for code (BigCodeBench: 3; our pybugs)
     token_budget: float = 900.0  # ours: injected-memory token budget per set (feasibility, App. B.1)
     embed_dim: int = 256  # ours: hashed text embedding width (recall and scorer input)
+    # ours: recall is exact below index.approx_threshold memories, IVF above (cfjax.infra.index)
+    index: IndexConfig = field(default_factory=IndexConfig)
 
     def __post_init__(self) -> None:
         for name in ("recall", "width", "k_default", "k_code", "embed_dim"):

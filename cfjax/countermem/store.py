@@ -154,7 +154,8 @@ class MemoryStore:
         self._conditions: dict[int, Condition] = {}
         self._advice: dict[int, tuple[tuple[str, str], np.ndarray]] = {}  # masked edit, condition embedding
         self._situation: dict[int, np.ndarray] = {}
-        self._index = VectorIndex(self.retrieval.dim, bias_weight=self.retrieval.lambda_reuse)
+        self._index = VectorIndex(self.retrieval.dim, bias_weight=self.retrieval.lambda_reuse,
+                                  config=self.retrieval.index)
         self._iid: dict[int, int] = {}  # record id -> index id
         self._rid: dict[int, int] = {}  # index id -> record id
         self._next_id = 0

@@ -132,7 +132,7 @@ def build_antipersist(suite, world, build: Sequence, *, seed: int, out_dir: Path
 def _swap(cfg: UpliftConfig, executor, suite_name: str, k: int, memories: Sequence[Memory], stream, tasks,
           repeats: int, log: Callable[[str], None]) -> dict:
     """Train UpliftMem on ``stream`` over the fixed pool of ``memories`` and evaluate ``tasks``."""
-    pool = MemoryPool(cfg.retrieval.embed_dim)
+    pool = MemoryPool(cfg.retrieval.embed_dim, index=cfg.retrieval.index)
     for m in memories:
         pool.add(m)
     offered: dict[str, list[str]] = {}

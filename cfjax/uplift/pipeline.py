@@ -119,7 +119,7 @@ class UpliftRun:
         self.domain, self.k_max = domain, k_max
         self.ledger = Ledger("uplift-train")
         self.labeler = Labeler(executor, cfg.utility.get(domain), self.ledger, ExecutionLog())
-        self.pool = pool if pool is not None else MemoryPool(cfg.retrieval.embed_dim)
+        self.pool = pool if pool is not None else MemoryPool(cfg.retrieval.embed_dim, index=cfg.retrieval.index)
         d = cfg.retrieval.embed_dim
         self.trainer = ScorerTrainer(cfg, d_ctx=d, k_max=k_max, n_pool=cfg.retrieval.recall, seed=cfg.training.seed)
         self.retriever = Retriever(self.pool, self.trainer, n_recall=cfg.retrieval.recall, k_max=k_max,

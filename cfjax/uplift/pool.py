@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cfjax.infra.embed import HashingEmbedder
-from cfjax.infra.index import VectorIndex
+from cfjax.infra.index import IndexConfig, VectorIndex
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.prompts import count_tokens
 from cfjax.types import Attempt, Backbone, ReviseMemoryRequest, Task, WriteMemoryRequest
@@ -51,11 +51,13 @@ class MemoryPool:
 
     Args:
       embed_dim: width of the hashed text embedding.
+      index: when recall switches from exact to IVF search (``RetrievalSection.index``);
+        ``None`` = the default :class:`~cfjax.infra.index.IndexConfig`.
     """
 
-    def __init__(self, embed_dim: int = 256) -> None:
+    def __init__(self, embed_dim: int = 256, index: IndexConfig | None = None) -> None:
         self.embedder = HashingEmbedder(dim=embed_dim)
-        self.index = VectorIndex(embed_dim, bias_weight=0.0)
+        self.index = VectorIndex(embed_dim, bias_weight=0.0, config=index)
         self.memories: list[Memory] = []  # admitted, in admission order
         self._registry: dict[str, tuple[Memory, np.ndarray]] = {}
         self._rows: dict[int, Memory] = {}  # index id → memory

@@ -29,7 +29,8 @@ from cfjax.kernels.reference.probes import eig_reference, mcstd_reference, rando
 from cfjax.kernels.reference.setscore import (huber_reference, omega_reference, pair_loss_reference,
                                               policy_loss_reference, reg_loss_reference, set_scorer_reference,
                                               sign_loss_reference, value_loss_reference)
-from cfjax.kernels.reference.topk import masked_topk_reference
+from cfjax.kernels.reference.topk import (masked_topk_normalized_reference, masked_topk_reference,
+                                          normalize_rows_reference)
 from cfjax.kernels.reference.trainer import evaluate_policy_reference
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "q_forward_reference", "reward_reference", "evaluate_policy_reference",
     # topk
     "masked_topk_reference",
+    "masked_topk_normalized_reference",
+    "normalize_rows_reference",
     # bandit
     "bandit_reward_reference", "local_estimates_reference", "select_mode_reference",
     # setscore

@@ -261,20 +261,27 @@ def _resealed(path: Path, **arrays) -> Path:
 def _header(**kw) -> np.ndarray:
     import json
 
-    h = {"format_version": 1, "dim": 4, "bias_weight": 0.2, "next_id": 4, "size": 4, **kw}
+    h = {"format_version": 2, "dim": 4, "bias_weight": 0.2, "next_id": 4, "size": 4, "trained_at": 0,
+         "config": {"approx_threshold": 50000, "kind": "pq", "nlist": 0, "nprobe": 32, "retrain_growth": 4.0,
+                    "train_points_per_centroid": 256, "seed": 0}, **kw}
     return np.frombuffer(json.dumps(h).encode(), dtype=np.uint8)
 
 
 @pytest.mark.parametrize("arrays,needle", [
-    ({"faiss_index": np.frombuffer(b"\x00garbage" * 20, dtype=np.uint8)}, "FAISS index"),
-    ({"faiss_index": np.zeros(3, np.uint8)}, "too short"),
+    ({"ivf_index": np.frombuffer(b"\x00garbage" * 20, dtype=np.uint8)}, "IVF index"),
     ({"header": np.frombuffer(b"[" * 5000, dtype=np.uint8)}, "unreadable VectorIndex payload"),
     ({"header": np.frombuffer(b"\xff\xfe", dtype=np.uint8)}, "unreadable VectorIndex payload"),
     ({"header": _header(dim="4")}, "bad header values"),
     ({"header": _header(dim=0)}, "bad header values"),
-    ({"header": _header(size=3)}, "sizes differ"),
+    ({"header": _header(trained_at=-1)}, "bad header values"),
+    ({"header": _header(format_version=3)}, "unsupported format version"),
+    ({"header": _header(config={"nprobe": 0})}, "bad index config"),
+    ({"header": _header(config={"bogus": 1})}, "bad index config"),
+    ({"header": _header(size=3)}, "wrong dtype or shape"),
     ({"header": _header(next_id=2)}, "ascending"),
     ({"ids": np.array([0, 1, 2, 3], np.float64)}, "wrong dtype"),
+    ({"keys": np.eye(4, dtype=np.float64)}, "wrong dtype"),
+    ({"keys": np.full((4, 4), np.nan, np.float32)}, "NaN"),
     ({"biases": np.array([0, 0, np.nan, 0])}, "NaN"),
 ])
 def test_corrupt_contents_under_a_valid_checksum(tmp_path: Path, arrays, needle) -> None:
@@ -288,6 +295,52 @@ def test_corrupt_contents_under_a_valid_checksum(tmp_path: Path, arrays, needle)
     with pytest.raises(CorruptFileError, match=needle) as e:
         VectorIndex.load(bad)
     assert "\n" not in str(e.value) and str(bad) in str(e.value)
+
+
+def _v1_file(tmp_path: Path, keys: np.ndarray, ids: np.ndarray, biases: np.ndarray, next_id: int,
+             faiss_index: np.ndarray | None = None) -> Path:
+    """A file in format version 1 (keys held by a serialised IndexIDMap2(IndexFlatIP))."""
+    import hashlib
+    import io
+    import json
+
+    import faiss
+
+    from cfjax.infra import index as mod
+
+    if faiss_index is None:
+        flat = faiss.IndexIDMap2(faiss.IndexFlatIP(keys.shape[1]))
+        flat.add_with_ids(keys, ids)
+        faiss_index = np.asarray(faiss.serialize_index(flat), dtype=np.uint8)
+    h = {"format_version": 1, "dim": keys.shape[1], "bias_weight": 0.25, "next_id": next_id, "size": ids.size}
+    buf = io.BytesIO()
+    np.savez(buf, header=np.frombuffer(json.dumps(h).encode(), dtype=np.uint8), faiss_index=faiss_index,
+             ids=ids, biases=biases)
+    body = buf.getvalue()
+    out = tmp_path / "v1.idx"
+    out.write_bytes(mod._MAGIC + hashlib.sha256(body).digest() + body)
+    return out
+
+
+def test_loads_format_version_1(tmp_path: Path) -> None:
+    from cfjax.infra.index import _normalise
+    from cfjax.infra.io import CorruptFileError
+
+    rng = np.random.default_rng(3)
+    keys = _normalise(rng.normal(size=(6, 8)).astype(np.float32))
+    ids, biases = np.array([0, 2, 3, 5, 6, 9]), rng.uniform(size=6)
+    old = VectorIndex.load(_v1_file(tmp_path, keys, ids, biases, next_id=10))
+    assert old.next_id == 10 and old.bias_weight == 0.25 and not old.approximate
+    assert np.array_equal(old.ids, ids) and np.array_equal(old.biases, biases)
+    np.testing.assert_array_equal(old.vectors(ids), keys)
+    ref = VectorIndex(8, bias_weight=0.25)
+    ref.add(keys, biases)
+    q = rng.normal(size=(3, 8)).astype(np.float32)
+    np.testing.assert_array_equal(old.search(q, 4)[0], ref.search(q, 4)[0])
+    with pytest.raises(CorruptFileError, match="FAISS index"):
+        VectorIndex.load(_v1_file(tmp_path, keys, ids, biases, 10, np.frombuffer(b"\x00bad" * 60, np.uint8)))
+    with pytest.raises(CorruptFileError, match="too short"):
+        VectorIndex.load(_v1_file(tmp_path, keys, ids, biases, 10, np.zeros(3, np.uint8)))
 
 
 def test_load_removes_stale_temps_of_interrupted_saves(tmp_path: Path) -> None:
@@ -307,3 +360,242 @@ def test_load_removes_stale_temps_of_interrupted_saves(tmp_path: Path) -> None:
         os.utime(p, (old, old))
     VectorIndex.load(path)
     assert not stale.exists() and fresh.exists() and mine.exists()
+
+
+# --------------------------------------------------------------------------- #
+# batched exact search over several blocks, and the approximate (IVF) index   #
+# --------------------------------------------------------------------------- #
+
+from cfjax.infra.index import IndexConfig  # noqa: E402
+
+EXACT = IndexConfig(approx_threshold=0)
+
+
+def _clustered(rng: np.random.Generator, n: int, dim: int, n_clusters: int, spread: float = 0.35) -> np.ndarray:
+    """Unit-norm centres plus isotropic noise of norm ``~spread``: a set where IVF recall is meaningful."""
+    centres = rng.normal(size=(n_clusters, dim))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    x = centres[rng.integers(0, n_clusters, size=n)] + rng.normal(scale=spread / np.sqrt(dim), size=(n, dim))
+    return x.astype(np.float32)
+
+
+def test_batched_exact_search_equals_brute_force_across_blocks() -> None:
+    """12,000 keys (two row blocks for a batch of 64), bias, per-query and shared filters,
+    removals: every answer equals the float64 brute force, batch and single queries agree bit for bit."""
+    rng = np.random.default_rng(5)
+    n, dim, bw = 12_000, 32, 0.3
+    keys = _clustered(rng, n, dim, 40)
+    biases = rng.uniform(-1, 1, size=n)
+    idx = VectorIndex(dim, bias_weight=bw, config=EXACT)
+    ids = idx.add(keys, biases)
+    gone = rng.choice(ids, size=300, replace=False)
+    idx.remove(gone)
+    keep = ~np.isin(ids, gone)
+    keys, biases, ids = keys[keep], biases[keep], ids[keep]
+    queries = _clustered(rng, 64, dim, 40)
+    per_query = rng.random((64, ids.size)) < 0.7
+    shared = rng.random(ids.size) < 0.5
+    for m in (None, per_query, shared):
+        scores, out = idx.search(queries, 10, m)
+        ref_mask = None if m is None else np.broadcast_to(m, (64, ids.size))
+        _check_topk(_brute_force(keys, ids, biases, bw, queries, ref_mask), ids, scores, out, 10)
+        for r in (0, 17, 63):  # one query at a time (the sgemv path) gives the same bits
+            s1, o1 = idx.search(queries[r : r + 1], 10, None if m is None else (m if m.ndim == 1 else m[r : r + 1]))
+            np.testing.assert_array_equal(s1[0], scores[r])
+            np.testing.assert_array_equal(o1[0], out[r])
+
+
+def test_identical_vectors_tie_exactly_wherever_they_sit() -> None:
+    """BLAS may round two identical rows differently; the rescoring makes them tie, smaller id first."""
+    rng = np.random.default_rng(6)
+    dim = 48
+    keys = rng.normal(size=(5003, dim)).astype(np.float32)
+    target = rng.normal(size=dim).astype(np.float32)
+    slots = [1, 2, 3, 1030, 4099, 5000, 5001, 5002]  # head, block edges and the ragged tail
+    keys[slots] = target
+    idx = VectorIndex(dim, bias_weight=0.0, config=EXACT)
+    idx.add(keys)
+    q = (target + rng.normal(scale=0.3, size=dim)).astype(np.float32)
+    for batch in (q[None, :], np.repeat(q[None, :], 9, axis=0)):
+        scores, out = idx.search(batch, 8)
+        assert out[0].tolist() == slots
+        assert np.all(scores[:, :8] == scores[0, 0])
+
+
+def test_zero_query_and_all_tied_scores_keep_smallest_ids() -> None:
+    idx = VectorIndex(8, bias_weight=0.5, config=EXACT)
+    idx.add(np.random.default_rng(7).normal(size=(3000, 8)).astype(np.float32), biases=1.0)
+    scores, out = idx.search(np.zeros((2, 8), np.float32), 5)
+    assert out.tolist() == [[0, 1, 2, 3, 4]] * 2 and np.all(scores == 0.5)
+
+
+_APPROX = IndexConfig(approx_threshold=5_000, kind="flat", nprobe=12, seed=3)
+
+
+@pytest.fixture(scope="module")
+def clustered_ivf() -> tuple[VectorIndex, np.ndarray, np.ndarray, np.ndarray]:
+    """A 20,000-vector clustered set above a low threshold: the IVF is trained and used."""
+    rng = np.random.default_rng(8)
+    keys = _clustered(rng, 20_000, 32, 60)
+    biases = rng.uniform(-1, 1, size=20_000)
+    idx = VectorIndex(32, bias_weight=0.1, config=_APPROX, num_threads=1)  # 1 thread: a shared CI machine
+    idx.add(keys[:4_999], biases[:4_999])
+    assert not idx.approximate and idx.nlist is None  # below the threshold: exact, untrained
+    idx.add(keys[4_999:], biases[4_999:])  # crosses it: trained on everything stored, then 4x growth
+    return idx, keys, biases, _clustered(rng, 64, 32, 60)
+
+
+def _recall(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
+    hits = [len(set(a[a >= 0].tolist()) & set(e[e >= 0].tolist())) for a, e in zip(approx_ids, exact_ids)]
+    return sum(hits) / max(1, int(np.count_nonzero(exact_ids >= 0)))
+
+
+def test_approximate_recall_with_and_without_filters(clustered_ivf) -> None:
+    idx, keys, biases, queries = clustered_ivf
+    assert idx.approximate and idx.nlist == round(np.sqrt(20_000))  # trained at 20,000 (4x growth retrain)
+    exact = VectorIndex(32, bias_weight=0.1, config=EXACT)
+    exact.add(keys, biases)
+    rng = np.random.default_rng(9)
+    masks = [None, rng.random(20_000) < 0.5, np.repeat(rng.random((4, 20_000)) < 0.3, 16, axis=0)]
+    for m in masks:
+        s_a, i_a = idx.search(queries, 10, m)
+        s_e, i_e = exact.search(queries, 10, m)
+        assert _recall(i_a, i_e) >= 0.95
+        full = _brute_force(keys, np.arange(20_000), biases, 0.1, queries,
+                            None if m is None else np.broadcast_to(m, (64, 20_000)))
+        valid = i_a >= 0
+        assert valid.all()  # enough eligible entries everywhere: never padded
+        # scores are the exact scores of the returned ids, eligible ids only
+        np.testing.assert_allclose(s_a, np.take_along_axis(full, i_a, axis=1), atol=1e-5, rtol=0)
+
+
+def test_ivf_pq_variant_recall_and_round_trip(clustered_ivf, tmp_path: Path) -> None:
+    """kind="pq": zero-padded folded vectors, exact re-ranking of rerank * k candidates."""
+    _, keys, biases, queries = clustered_ivf
+    cfg = IndexConfig(approx_threshold=5_000, kind="pq", pq_m=12, nprobe=12, train_points_per_centroid=40, seed=3)
+    assert cfg.ivf_dim(32) == 36
+    idx = VectorIndex(32, bias_weight=0.1, config=cfg, num_threads=1)
+    idx.add(keys, biases)
+    exact = VectorIndex(32, bias_weight=0.1, config=EXACT)
+    exact.add(keys, biases)
+    m = np.random.default_rng(13).random(20_000) < 0.5
+    for mask in (None, m):
+        s_a, i_a = idx.search(queries, 10, mask)
+        assert _recall(i_a, exact.search(queries, 10, mask)[1]) >= 0.95
+        full = _brute_force(keys, np.arange(20_000), biases, 0.1, queries, None if mask is None else
+                            np.broadcast_to(mask, (64, 20_000)))
+        np.testing.assert_allclose(s_a, np.take_along_axis(full, i_a, axis=1), atol=1e-5, rtol=0)  # exact scores
+    idx.save(tmp_path / "pq.idx")
+    again = VectorIndex.load(tmp_path / "pq.idx")
+    np.testing.assert_array_equal(again.search(queries, 10)[1], idx.search(queries, 10)[1])
+
+
+def test_approximate_restrictive_filter_widens_the_probe(clustered_ivf) -> None:
+    """Eligible entries far from the query's lists are still found (nprobe escalates to nlist)."""
+    idx, keys, biases, queries = clustered_ivf
+    far = np.argsort(keys @ queries[0])[:3]  # the 3 least similar keys
+    m = np.zeros(20_000, bool)
+    m[far] = True
+    scores, out = idx.search(queries[:1], 5, m)
+    assert sorted(out[0, :3].tolist()) == sorted(far.tolist()) and out[0, 3:].tolist() == [-1, -1]
+    assert np.all(np.isneginf(scores[0, 3:]))
+
+
+def test_approximate_bias_is_part_of_the_probe() -> None:
+    """A far entry with a large bias wins: the bias is folded into the IVF vectors and set_bias updates
+    them (every list probed, so only the folding is tested: routing to lists uses the centroids)."""
+    rng = np.random.default_rng(10)
+    keys = _clustered(rng, 6_000, 16, 30)
+    idx = VectorIndex(16, bias_weight=1.0, config=IndexConfig(approx_threshold=5_000, kind="flat", nprobe=1_000),
+                      num_threads=1)
+    idx.add(keys)
+    assert idx.approximate
+    q = keys[:1]
+    far = int(np.argmin(keys @ q[0]))
+    assert idx.search(q, 1)[1][0, 0] != far
+    idx.set_bias([far], [5.0])
+    scores, out = idx.search(q, 1)
+    assert out[0, 0] == far
+    np.testing.assert_allclose(scores[0, 0], _brute_force(keys, np.arange(6_000), np.eye(6_000)[far] * 5, 1.0,
+                                                           q, None)[0, far], atol=1e-6)
+
+
+def test_approximate_ids_stable_across_remove_add_save_load(clustered_ivf, tmp_path: Path) -> None:
+    import faiss
+
+    base, keys, biases, queries = clustered_ivf
+    path = tmp_path / "ivf.idx"
+    base.save(path)
+    idx = VectorIndex.load(path)  # a copy: the module fixture stays untouched
+    assert idx.approximate and idx.nlist == base.nlist and idx.config == base.config
+    before = base.search(queries, 10)
+    after = idx.search(queries, 10)
+    np.testing.assert_array_equal(before[0], after[0])
+    np.testing.assert_array_equal(before[1], after[1])
+    gone = np.unique(before[1][:8, :3])
+    idx.remove(gone)
+    _, out = idx.search(queries, 10)
+    assert not np.isin(out, gone).any()
+    new = idx.add(keys[:2], biases[:2])  # the vectors of ids 0 and 1 again, under new ids
+    assert new.tolist() == [20_000, 20_001] and idx.approximate
+    scores, out = idx.search(keys[:2], 10)
+    for r in (0, 1):  # same direction and bias: an exact tie, the smaller id first
+        at = out[r].tolist().index(r)
+        assert out[r, at + 1] == new[r] and scores[r, at] == scores[r, at + 1]
+    np.testing.assert_array_equal(idx.vectors(new), idx.vectors([0, 1]))
+    previous = faiss.cvar.distance_compute_blas_threshold
+    idx.save(path)
+    again = VectorIndex.load(path)
+    assert faiss.cvar.distance_compute_blas_threshold == previous  # restored after every search
+    np.testing.assert_array_equal(again.search(queries, 10)[1], idx.search(queries, 10)[1])
+    assert again.add(keys[:1]).tolist() == [20_002]
+
+
+def test_retrain_and_drop_policy() -> None:
+    rng = np.random.default_rng(11)
+    cfg = IndexConfig(approx_threshold=2_000, kind="flat", retrain_growth=2.0, seed=1)
+    idx = VectorIndex(8, config=cfg, num_threads=1)
+    ids = idx.add(_clustered(rng, 2_000, 8, 10))
+    assert idx.approximate and idx.nlist == 45  # round(sqrt(2000))
+    idx.add(_clustered(rng, 1_999, 8, 10))
+    assert idx.nlist == 45  # 3,999 < 2 x 2,000: incremental adds only
+    idx.add(_clustered(rng, 1, 8, 10))
+    assert idx.nlist == 63  # 4,000: retrained from everything stored
+    idx.remove(ids[:1_500])
+    assert idx.approximate  # 2,500 >= threshold
+    idx.remove(ids[1_500:])
+    assert idx.approximate and len(idx) == 2_000  # at the threshold
+    idx.remove(idx.ids[:100])
+    assert not idx.approximate and idx.nlist == 63  # 1,900: kept (hysteresis), searched exactly
+    idx.add(_clustered(rng, 100, 8, 10))
+    assert idx.approximate and idx.nlist == 63  # back at the threshold: the kept IVF, no retraining
+    idx.remove(idx.ids[:1_001])
+    assert idx.nlist is None and not idx.approximate  # 999 < threshold // 2: dropped
+
+
+def test_training_is_deterministic() -> None:
+    rng = np.random.default_rng(12)
+    keys, queries = _clustered(rng, 3_000, 16, 20), _clustered(rng, 8, 16, 20)
+    runs = []
+    for _ in range(2):
+        idx = VectorIndex(16, config=IndexConfig(approx_threshold=3_000, kind="flat", nprobe=2, seed=4),
+                          num_threads=1)
+        idx.add(keys)
+        runs.append(idx.search(queries, 5))
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
+def test_index_config_validation() -> None:
+    for bad, needle in [({"approx_threshold": -1}, "approx_threshold"), ({"nprobe": 0}, "nprobe"),
+                        ({"nlist": -2}, "nlist"), ({"retrain_growth": 1.0}, "retrain_growth"),
+                        ({"train_points_per_centroid": 0}, "train_points"), ({"nprobe": 2.5}, "nprobe"),
+                        ({"kind": "hnsw"}, "kind"), ({"pq_m": 0}, "pq_m"), ({"rerank": 0}, "rerank"),
+                        ({"approx_threshold": 10, "nlist": 20}, "nlist")]:
+        with pytest.raises(ValueError, match=needle):
+            IndexConfig(**bad)
+    assert IndexConfig().nlist_for(1_000_000) == 1000 and IndexConfig().nlist_for(10) == 10
+    assert IndexConfig(nlist=4096).nlist_for(100_000) == 4096
+    with pytest.raises(ValueError, match="IndexConfig"):
+        VectorIndex(4, config={"nprobe": 4})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mask"):
+        VectorIndex(4).search(np.ones((2, 4), np.float32), 1, mask=np.ones(3, bool))

@@ -134,3 +134,61 @@ def test_caller_jit_compiles_once_per_shape_and_k() -> None:
         q, keys = rng.normal(size=(2, 4)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)
         f(q, keys, np.zeros(5, np.float32), np.ones((2, 5), bool), k=3, bias_weight=bw)
     assert traces == [3]
+
+
+# --------------------------------------------------------------------------- #
+# pre-normalised keys: normalise once, search many times (float32 and float64) #
+# --------------------------------------------------------------------------- #
+
+from cfjax.kernels.reference.topk import masked_topk_normalized_reference, normalize_rows_reference  # noqa: E402
+from cfjax.kernels.topk import masked_topk_normalized as masked_topk_normalized_raw  # noqa: E402
+from cfjax.kernels.topk import normalize_rows  # noqa: E402
+
+masked_topk_normalized = jax.jit(masked_topk_normalized_raw, static_argnames=("k",))
+normalize_rows_jit = jax.jit(normalize_rows)
+
+
+def _case(rng: np.random.Generator, dtype: type, q: int = 4, n: int = 30, d: int = 8):
+    queries = rng.normal(size=(q, d)).astype(dtype)
+    keys = rng.normal(size=(n, d)).astype(dtype)
+    keys[3] = 0.0  # a zero key stays zero
+    bias = rng.uniform(-1, 1, size=n).astype(dtype)
+    mask = rng.random((q, n)) < 0.7
+    return queries, keys, bias, mask
+
+
+@pytest.mark.parametrize("dtype,atol", [(np.float32, 2e-6), (np.float64, 1e-12)])
+def test_normalized_entry_matches_reference_under_jit(dtype: type, atol: float) -> None:
+    rng = np.random.default_rng(21)
+    with jax.enable_x64(dtype == np.float64):
+        queries, keys, bias, mask = _case(rng, dtype)
+        unit = normalize_rows_jit(keys)
+        assert unit.dtype == dtype
+        np.testing.assert_allclose(np.asarray(unit), normalize_rows_reference(keys), atol=atol * 10, rtol=0)
+        s, i = masked_topk_normalized(queries, unit, bias, mask, k=5, bias_weight=0.3)
+        rs, ri = masked_topk_normalized_reference(queries, np.asarray(unit), bias, mask, k=5, bias_weight=0.3)
+        assert s.dtype == dtype and rs.dtype == dtype and i.dtype == np.int32
+        full = _full_scores(queries, keys, bias, mask, 0.3)
+        _assert_valid_topk(full, np.asarray(s, np.float64), np.asarray(i), 5)
+        np.testing.assert_allclose(np.asarray(s), rs, atol=atol, rtol=0)
+        if dtype == np.float64:  # no float32 near-ties at this precision: the same indices
+            np.testing.assert_array_equal(np.asarray(i), ri)
+        # the one-call kernel is exactly the two steps
+        s2, i2 = masked_topk(queries, keys, bias, mask, k=5, bias_weight=0.3)
+        np.testing.assert_array_equal(np.asarray(s2), np.asarray(s))
+        np.testing.assert_array_equal(np.asarray(i2), np.asarray(i))
+
+
+def test_normalized_entry_uses_keys_as_given() -> None:
+    """No per-call normalisation: keys scaled by 2 give twice the cosine (the reference agrees)."""
+    rng = np.random.default_rng(22)
+    queries, keys, bias, mask = _case(rng, np.float32)
+    unit = np.asarray(normalize_rows_jit(keys))
+    s1, i1 = masked_topk_normalized(queries, unit, np.zeros_like(bias), mask, k=4, bias_weight=0.0)
+    s2, i2 = masked_topk_normalized(queries, 2 * unit, np.zeros_like(bias), mask, k=4, bias_weight=0.0)
+    np.testing.assert_array_equal(np.asarray(i1), np.asarray(i2))
+    np.testing.assert_allclose(np.asarray(s2), 2 * np.asarray(s1), rtol=1e-6)
+    rs, _ = masked_topk_normalized_reference(queries, 2 * unit, np.zeros_like(bias), mask, k=4, bias_weight=0.0)
+    np.testing.assert_allclose(np.asarray(s2), rs, atol=4e-6, rtol=0)
+    with pytest.raises(ValueError, match="keys"):
+        masked_topk_normalized(queries, unit[:, :3], bias, mask, k=2, bias_weight=0.0)
