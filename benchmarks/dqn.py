@@ -35,24 +35,28 @@ parity: greedy held-out return on ``eval_roots`` (invalid actions masked at
 evaluation for every implementation, via
 :func:`cfjax.kernels.reference.evaluate_policy_reference`) per seed.
 
-Threads: OMP/MKL/OPENBLAS/NUMEXPR are set to 1 before NumPy is imported (NumPy work
-here is tiny), ``torch.set_num_threads(--torch-threads)`` (default 1: faster than 2
-for a batch-32 MLP on this machine), XLA keeps its default CPU thread pool (all
-cores) unless ``--xla-threads 1``. Everything is recorded in the JSON.
+Threads: every side gets the same ``--cores`` (default 1): the process is bound to them
+(``sched_setaffinity``, which XLA's CPU client reads at start-up) and the OMP/OPENBLAS/MKL/NUMEXPR pools
+are sized to them before NumPy is imported; ``torch.set_num_threads`` gets ``--torch-threads`` (default
+``--cores``); ``--xla-threads 1`` with more cores makes XLA compute on the calling thread
+(``--xla_cpu_multi_thread_eigen=false``; the old ``intra_op_parallelism_threads=1`` token made XLA
+ignore the whole flag string, so it was a no-op). CPU time / wall time of every timed side and of a
+matmul-heavy XLA probe loop is recorded: ≈ 1.0 shows one core was used.
 
 Usage::
 
     python benchmarks/dqn.py                 # full run -> benchmarks/results/dqn.json
     python benchmarks/dqn.py --quick --out /tmp/dqn_quick.json   # smoke test
+    python benchmarks/dqn.py --cores 2       # both cores for every side
     python benchmarks/dqn.py --table DIR     # reuse a saved table (load_table)
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -60,8 +64,20 @@ import tempfile
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._bench import (finish_meta, fmt_ratio, make_meta, pin_peers, setup_threads, start_load,  # noqa: E402
+                               xla_probe)
+from benchmarks._meta import cpu_wall, write_result  # noqa: E402
+from benchmarks._meta import table as make_table  # noqa: E402
+
 WARM_SEED = 1000  # untimed warm-up run of the sequential implementations
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+SOURCES = ["benchmarks/_bench.py", "kernels/_base.py", "kernels/dqn.py", "kernels/replay.py",
+           "kernels/trainer.py", "kernels/features.py", "kernels/reference/dqn.py", "kernels/reference/trainer.py",
+           "cfjax/countermem/table.py",
+           "cfjax/countermem/agent.py", "cfjax/countermem/pipeline.py", "cfjax/countermem/store.py",
+           "cfjax/domains/sql", "cfjax/llm/scripted.py", "cfjax/config/countermem.py"]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -72,13 +88,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--table", type=Path, default=None, help="load this decision table (load_table) instead of building")
     p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "cfjax-bench-dqn",
                    help="where databases and the built table live (parts are reused on rerun)")
-    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "dqn.json")
+    p.add_argument("--out", type=Path, default=None, help="result JSON (default benchmarks/results/dqn.json)")
     p.add_argument("--seeds", type=int, default=5, help="sequential seeds for PyTorch / SB3 / CleanRL-style")
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 64, 256], help="kernel vmap sizes")
     p.add_argument("--grid-lrs", type=int, default=20, help="learning rates in the grid (x --seeds selectors)")
     p.add_argument("--repeats", type=int, default=3, help="steady-state kernel calls per size (min is reported)")
-    p.add_argument("--torch-threads", type=int, default=1)
-    p.add_argument("--xla-threads", type=int, default=0, help="1 = single-threaded XLA CPU; 0 = XLA default")
+    p.add_argument("--cores", type=int, default=1, help="cores (and thread-pool size) for every side")
+    p.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (default --cores)")
+    p.add_argument("--xla-threads", type=int, default=None,
+                   help="1 = XLA computes on the calling thread; default --cores")
     p.add_argument("--skip", nargs="*", default=[], choices=["torch", "sb3", "cleanrl", "grid"],
                    help="leave out some implementations")
     a = p.parse_args(argv)
@@ -90,13 +108,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     return a
 
 
-ARGS = parse_args()
-for _v in _THREAD_VARS:
-    os.environ[_v] = "1"
-if ARGS.xla_threads == 1:
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+ARGS = parse_args() if __name__ == "__main__" else None
+LOAD_BEFORE = start_load() if ARGS is not None else None  # before anything of ours runs
+THREADS = setup_threads(ARGS.cores, xla_threads=ARGS.xla_threads) if ARGS is not None else {}
 
 import numpy as np  # noqa: E402
 
@@ -242,19 +256,23 @@ def bench_kernel(trainer, hp, jtable, sizes, repeats, eval_fn, parity_n: int) ->
         st0 = jax.block_until_ready(fn(keys0, hp, jtable))
         first = time.perf_counter() - t0
         steady_all = []
-        for r in range(repeats):
-            keys = jax.random.split(jax.random.PRNGKey(1 + r), n)
-            t0 = time.perf_counter()
-            jax.block_until_ready(fn(keys, hp, jtable))
-            steady_all.append(time.perf_counter() - t0)
+        cw: dict = {}
+        with cpu_wall(cw):
+            for r in range(repeats):
+                keys = jax.random.split(jax.random.PRNGKey(1 + r), n)
+                t0 = time.perf_counter()
+                jax.block_until_ready(fn(keys, hp, jtable))
+                steady_all.append(time.perf_counter() - t0)
         steady = min(steady_all)
         updates = int(np.sum(np.asarray(st0.learner.step)))
         decisions = int(np.sum(np.asarray(st0.learner.decisions)))
         out[n] = {"selectors": n, "first_call_s": first, "steady_s": steady, "steady_all_s": steady_all,
                   "compile_s": max(first - steady, 0.0), "decisions": decisions, "updates": updates,
-                  "decisions_per_s": decisions / steady, "updates_per_s": updates / steady}
+                  "decisions_per_s": decisions / steady, "updates_per_s": updates / steady, "cpu_wall": cw,
+                  "cpu_s_per_decision": cw["cpu_s"] / (decisions * repeats)}
         print(f"  kernel n={n:4d}: first {first:7.2f}s  steady {steady:7.3f}s  "
-              f"{decisions / steady:12,.0f} dec/s  {updates / steady:10,.0f} upd/s", flush=True)
+              f"{decisions / steady:12,.0f} dec/s  {updates / steady:10,.0f} upd/s  CPU/wall {cw['cpu_over_wall']}",
+              flush=True)
         if parity is None or n == parity_n:
             parity = (n, st0)  # learning parity: the run with as many selectors as the baselines' seeds
     n, st = parity
@@ -280,12 +298,16 @@ def bench_grid(trainer, cfg, jtable, n_lrs, n_seeds, import_s) -> dict:
     hp_axes = DQNHParams(0, None, None, None, None, None, None)
     fn = jax.jit(jax.vmap(jax.vmap(trainer.train, (0, None, None)), (None, hp_axes, None)))
     keys = jax.random.split(jax.random.PRNGKey(0), n_seeds)
-    t0 = time.perf_counter()
-    st = jax.block_until_ready(fn(keys, hp, jtable))
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn(jax.random.split(jax.random.PRNGKey(1), n_seeds), hp, jtable))
-    steady = time.perf_counter() - t0
+    cw_first: dict = {}
+    with cpu_wall(cw_first):
+        t0 = time.perf_counter()
+        st = jax.block_until_ready(fn(keys, hp, jtable))
+        first = time.perf_counter() - t0
+    cw_steady: dict = {}
+    with cpu_wall(cw_steady):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(jax.random.split(jax.random.PRNGKey(1), n_seeds), hp, jtable))
+        steady = time.perf_counter() - t0
     ev = jax.jit(jax.vmap(jax.vmap(trainer.evaluate, (0, None, None, None)), (0, hp_axes, None, None)))
     rets, _ = ev(st.best_params, hp, jtable, jtable.eval_roots)
     n = n_lrs * n_seeds
@@ -294,6 +316,7 @@ def bench_grid(trainer, cfg, jtable, n_lrs, n_seeds, import_s) -> dict:
     return {"n_lrs": n_lrs, "n_seeds": n_seeds, "selectors": n, "lrs": lrs.tolist(),
             "first_call_s": first, "steady_s": steady, "compile_s": max(first - steady, 0.0),
             "import_s": import_s, "end_to_end_s": import_s + first,
+            "cpu_wall_first_call": cw_first, "cpu_wall_steady": cw_steady,
             "updates": int(np.sum(np.asarray(st.learner.step))),
             "eval_return_best_ckpt_mean_per_lr": np.asarray(rets).mean(axis=1).tolist()}
 
@@ -501,9 +524,8 @@ def spread(vals):
 
 def main(args) -> dict:
     t_start = time.perf_counter()
-    load_start = list(os.getloadavg())  # other jobs on the machine make timings noisy; recorded for context
-    print(f"threads: {', '.join(f'{v}=1' for v in _THREAD_VARS)}; torch.set_num_threads({args.torch_threads}); "
-          f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(default)')!r}; os.cpu_count()={os.cpu_count()}", flush=True)
+    threads = THREADS
+    print(f"threads: {threads}", flush=True)
 
     print("import times (fresh interpreter, minus bare start)...", flush=True)
     imports = {"jax_kernel": import_time("import jax; import cfjax.kernels.trainer"),
@@ -517,6 +539,7 @@ def main(args) -> dict:
 
     import jax
 
+    print(f"XLA probe CPU/wall: {xla_probe(threads)['cpu_over_wall']}", flush=True)
     from cfjax.kernels import DQNConfig, as_jax, jit_selector, make_dqn, make_train
     from cfjax.kernels.reference import evaluate_policy_reference
 
@@ -558,17 +581,22 @@ def main(args) -> dict:
         t0 = time.perf_counter()
         run_one(WARM_SEED)
         first = time.perf_counter() - t0
-        times, ups, ev, extras = [], [], [], []
-        for s in range(args.seeds):
-            t0 = time.perf_counter()
-            layers, u, extra = run_one(s)
-            times.append(time.perf_counter() - t0)
-            ups.append(u)
-            extras.append(extra)
-            ev.append(eval_fn(mlp_q_fn(layers)))
+        times, ups, ev, extras, layers_all = [], [], [], [], []
+        cw: dict = {}
+        with cpu_wall(cw):  # the timed runs only (their evaluation comes after)
+            for s in range(args.seeds):
+                t0 = time.perf_counter()
+                layers, u, extra = run_one(s)
+                times.append(time.perf_counter() - t0)
+                ups.append(u)
+                extras.append(extra)
+                layers_all.append(layers)
+        ev = [eval_fn(mlp_q_fn(layers)) for layers in layers_all]
         overhead = max(first - float(np.mean(times)), 0.0)
         extra = {k: [e[k] for e in extras] for k in (extras[0] if extras else {})}
-        impls[key] = seq_summary(key, times, ups, cfg, import_s, overhead, {"first_run_s": first, **extra})
+        impls[key] = seq_summary(key, times, ups, cfg, import_s, overhead,
+                                 {"first_run_s": first, "cpu_wall": cw,
+                                  "cpu_s_per_decision": cw["cpu_s"] / (len(times) * cfg.total_decisions), **extra})
         evals[key] = ev
 
     if "cleanrl" not in args.skip:
@@ -577,9 +605,9 @@ def main(args) -> dict:
                    lambda s: (*run_cleanrl(s, nt, cfg, sel, hp), {}), imports["cleanrl_style"]["seconds"])
 
     if "torch" not in args.skip or "sb3" not in args.skip:
-        import torch
-
-        torch.set_num_threads(args.torch_threads)
+        importlib.import_module("torch")  # pin_peers sizes the pools of the imported peers
+        pin_peers(args.cores, threads, torch_threads=args.torch_threads)
+        print(f"peers: {threads['peers']}", flush=True)
 
     if "torch" not in args.skip:
         sequential("torch", "2. PyTorch: Python loop, torch MLP + Adam", lambda s: (*run_torch(s, nt, cfg), {}),
@@ -596,17 +624,24 @@ def main(args) -> dict:
     for n, s in kern["sizes"].items():
         rows.append({"impl": f"cfjax kernel, {n} selector(s) vmapped", "key": f"kernel_{n}", **{
             k: s[k] for k in ("import_s", "compile_s", "steady_s", "decisions_per_s", "updates_per_s")},
-            "selectors": n})
+            "selectors": n, "cpu_over_wall": s["cpu_wall"]["cpu_over_wall"],
+            "cpu_s_per_decision": s["cpu_s_per_decision"]})
     for k, label in (("cleanrl_style", "CleanRL-style (jitted act/train_step)"), ("torch", "PyTorch loop"),
                      ("sb3", "Stable-Baselines3 DQN")):
         if k in impls:
             s = impls[k]
             rows.append({"impl": f"{label}, {s['seeds']} seeds sequential", "key": k, "selectors": s["seeds"],
                          **{f: s[f] for f in ("import_s", "compile_s", "steady_s", "decisions_per_s",
-                                              "updates_per_s")}})
+                                              "updates_per_s")}, "cpu_over_wall": s["cpu_wall"]["cpu_over_wall"],
+                         "cpu_s_per_decision": s["cpu_s_per_decision"]})
     sb3 = impls.get("sb3")
+    # CPU seconds per decision: with one core per side this ignores the time other jobs took from the run;
+    # with more it would charge a side for using them, so it is left out
+    one_core = args.cores == 1 and args.torch_threads in (None, 1)
     for r in rows:
         r["ratio_vs_sb3"] = r["decisions_per_s"] / sb3["decisions_per_s"] if sb3 else None
+        r["cpu_ratio_vs_sb3"] = (sb3["cpu_s_per_decision"] / r["cpu_s_per_decision"]
+                                 if sb3 and one_core and r["cpu_s_per_decision"] > 0 else None)
 
     goals = {}
     if sb3:
@@ -614,6 +649,8 @@ def main(args) -> dict:
         goals["steady_ratio_kernel_selectors"] = k5["selectors"]
         goals["steady_ratio_5_seeds"] = k5["decisions_per_s"] / sb3["decisions_per_s"]
         goals["steady_goal_20x_met"] = goals["steady_ratio_5_seeds"] >= 20.0
+        if one_core and k5["cpu_s_per_decision"] > 0:
+            goals["steady_cpu_time_ratio_5_seeds"] = sb3["cpu_s_per_decision"] / k5["cpu_s_per_decision"]
         if grid is not None:
             per_run = sb3["steady_s"] / sb3["seeds"]
             sb3_e2e = sb3["import_s"] + grid["selectors"] * per_run
@@ -638,40 +675,103 @@ def main(args) -> dict:
     import flax
     import optax
 
-    env = {"python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
-           "processor": platform.processor(), "jax": jax.__version__, "flax": flax.__version__,
-           "optax": optax.__version__, "numpy": np.__version__, "jax_devices": [str(d) for d in jax.devices()],
-           "threads": {**{v: os.environ[v] for v in _THREAD_VARS}, "torch_set_num_threads": args.torch_threads,
-                       "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}}
-    try:
-        import torch
-
-        env["torch"] = torch.__version__
-        import gymnasium
-        import stable_baselines3
-
-        env["stable_baselines3"] = stable_baselines3.__version__
-        env["gymnasium"] = gymnasium.__version__
-    except ImportError:
-        pass
-
+    versions = {"flax": flax.__version__, "optax": optax.__version__}
+    for mod in ("torch", "stable_baselines3", "gymnasium"):  # the peers this run imported
+        if mod in sys.modules:
+            versions[mod] = sys.modules[mod].__version__
+    run_info = make_meta("dqn", SOURCES, args, threads, LOAD_BEFORE)
+    run_info["versions"].update(versions)
+    run_info["jax_devices"] = [str(d) for d in jax.devices()]
+    tab = {"rows": meta.rows, "roots": meta.roots, "hash": meta.hash, "max_depth": max_depth,
+           "samples": meta.samples, "backbone": meta.backbone, **tinfo}
     result = {
-        "benchmark": "benchmarks/dqn.py", "quick": args.quick, "command": "python " + " ".join(sys.argv),
-        "env": env,
-        "table": {"rows": meta.rows, "roots": meta.roots, "hash": meta.hash, "max_depth": max_depth,
-                  "samples": meta.samples, "backbone": meta.backbone, **tinfo},
+        "quick": args.quick, "table": tab,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(cfg).items()},
         "scheduled_updates_per_selector": n_sched,
         "imports": imports, "kernel": kern, "grid": grid, "sequential": impls, "rows": rows,
         "learning_parity_eval_return": parity, "baselines": baselines, "goals": goals,
-        "total_wall_s": time.perf_counter() - t_start,
-        "loadavg_start": load_start, "loadavg_end": list(os.getloadavg()),
     }
+    result["tables"] = result_tables(result, cfg)
+    result = {"meta": finish_meta(run_info, t_start), **result}
     print_report(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, default=float) + "\n")
-    print(f"wrote {args.out}")
+    path = write_result("dqn", result, out=args.out)
+    print(f"wrote {path}")
     return result
+
+
+def result_tables(res: dict, cfg) -> list[dict]:
+    """The tables RESULTS.md shows (rendered by benchmarks/render.py)."""
+    t, g, goals = res["table"], res["grid"], res["goals"]
+    r = t["roots"]
+    tables = [make_table(
+        "table", "The counterfactual decision table every implementation trains on",
+        ["rows", "train roots", "val roots", "eval roots", "max depth", "samples", "backbone", "content hash",
+         "source"],
+        [[f"{t['rows']:,}", r["train"], r["val"], r["eval"], t["max_depth"], t["samples"], t["backbone"],
+          f"`{t['hash'][:12]}…`", f"{t['source']} ({t['build_s']:.1f} s)"]])]
+    rows = []
+    by_cpu = any(row["cpu_ratio_vs_sb3"] is not None for row in res["rows"])
+    for row in res["rows"]:
+        ratio = row["ratio_vs_sb3"]
+        bold = row["key"] == f"kernel_{goals.get('steady_ratio_kernel_selectors')}"
+        rows.append([row["impl"], f"{row['import_s']:.2f}", f"{row['compile_s']:.2f}", f"{row['steady_s']:.3f}",
+                     f"{row['decisions_per_s']:,.0f}", f"{row['updates_per_s']:,.0f}", row["cpu_over_wall"],
+                     fmt_ratio(ratio, bold=bold)] + ([fmt_ratio(row["cpu_ratio_vs_sb3"])] if by_cpu else []))
+    tables.append(make_table(
+        "throughput", f"Steady-state throughput, {cfg.total_decisions:,} decisions per selector "
+        f"({res['scheduled_updates_per_selector']} gradient updates for the kernel, PyTorch and CleanRL-style)",
+        ["implementation", "import s", "compile / first-run overhead s", "steady s", "decisions/s", "updates/s",
+         "CPU/wall", "vs SB3"] + (["vs SB3 by CPU time"] if by_cpu else []), rows))
+    if g is not None and "sb3_extrapolated_s" in g:
+        tables.append(make_table(
+            "grid", f"{g['selectors']}-selector grid end to end ({g['n_lrs']} learning rates × {g['n_seeds']} seeds)",
+            ["implementation", "import s", "first call (compile + run) s", "second call s", "end to end s", "CPU/wall",
+             "vs SB3"],
+            [["cfjax `jit(vmap(vmap(train)))`, lr batched", f"{g['import_s']:.2f}", f"{g['first_call_s']:.2f}",
+              f"{g['steady_s']:.2f}", f"{g['end_to_end_s']:.1f}", g["cpu_wall_first_call"]["cpu_over_wall"],
+              fmt_ratio(goals["grid_end_to_end_ratio"], bold=True)],
+             [f"Stable-Baselines3, extrapolated: import + {g['selectors']} × {g['sb3_per_run_s']:.2f} s per run",
+              f"{res['sequential']['sb3']['import_s']:.2f}", "–", "–", f"{g['sb3_extrapolated_s']:.1f}",
+              res["sequential"]["sb3"]["cpu_wall"]["cpu_over_wall"], "1.0×"]]))
+    if goals:
+        goal_rows = []
+        if "steady_ratio_5_seeds" in goals:
+            goal_rows.append([f"≥ 20× SB3 steady-state throughput at {goals['steady_ratio_kernel_selectors']} selectors",
+                              fmt_ratio(goals["steady_ratio_5_seeds"]),
+                              "met" if goals["steady_goal_20x_met"] else "**not met**"])
+            if "steady_cpu_time_ratio_5_seeds" in goals:
+                goal_rows.append(["… the same by CPU seconds per decision (insensitive to other jobs at one core per side)",
+                                  fmt_ratio(goals["steady_cpu_time_ratio_5_seeds"]),
+                                  "met" if goals["steady_cpu_time_ratio_5_seeds"] >= 20 else "**not met**"])
+        if "grid_end_to_end_ratio" in goals:
+            goal_rows.append([f"≥ 10× SB3 end to end for the {g['selectors']}-selector grid",
+                              fmt_ratio(goals["grid_end_to_end_ratio"]),
+                              "met" if goals["grid_goal_10x_met"] else "**not met**"])
+        for k, label in (("kernel_final_mean_within_sb3_spread", "kernel (final) mean return within SB3's seed spread"),
+                         ("kernel_best_val_checkpoint_mean_within_sb3_spread",
+                          "kernel (best val checkpoint) mean return within SB3's seed spread")):
+            if k in goals:
+                goal_rows.append([label, "–", "yes" if goals[k] else "**no**"])
+        tables.append(make_table("goals", "Goals set by the issue", ["goal", "measured", "verdict"], goal_rows))
+    par = res["learning_parity_eval_return"]
+    labels = {"kernel_final": "cfjax kernel, final", "kernel_best_val_checkpoint": "cfjax kernel, best val checkpoint",
+              "cleanrl_style": "CleanRL-style", "torch": "PyTorch loop", "sb3": "Stable-Baselines3 DQN"}
+    n = max(len(v["per_seed"]) for v in par.values())
+    prow = []
+    for k, label in labels.items():
+        if k in par:
+            v = par[k]
+            cells = [f"{x:.4f}" for x in v["per_seed"]] + [""] * (n - len(v["per_seed"]))
+            prow.append([label, *cells, f"{v['mean']:.4f}", f"{float(np.mean(v['solved'])):.3f}"])
+    b = res["baselines"]
+    for k, label in (("skip_only", "skip only"), ("always_first_record", "always first record"),
+                     ("oracle_counterfactual_best", "counterfactual oracle (best path per root)")):
+        prow.append([label, *[""] * n, f"{b[k]['return']:.4f}",
+                     f"{b[k]['solved']:.3f}" if "solved" in b[k] else ""])
+    tables.append(make_table(
+        "parity", f"Learning parity: greedy return on the {r['eval']} held-out eval roots",
+        ["implementation", *[f"seed {i}" for i in range(n)], "mean", "solved"], prow))
+    return tables
 
 
 def print_report(res: dict) -> None:

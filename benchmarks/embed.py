@@ -7,32 +7,30 @@ Each is warmed up once, then timed best-of-``--repeats`` on the full batch.
 scikit-learn returns a sparse CSR matrix (no densification is timed, which
 favours it); cfjax returns a dense ``float32[B, 512]`` array.
 
-Thread counts are pinned to 1 (OMP/OPENBLAS/MKL/NUMEXPR env vars, set below
-before NumPy is imported) so the figures are single-core and reproducible.
+Both sides get the same cores (``--cores``, default 1): the process is bound to them and every
+thread pool (BLAS/OpenMP env vars before NumPy is imported, then ``threadpoolctl`` for the pools
+scikit-learn uses) is sized to them; each side's CPU time / wall time is recorded (≈ 1.0 with one
+core). Results go to ``benchmarks/results/embed.json`` (``meta`` + ``tables``, see ``_meta.py``);
+``python benchmarks/render.py`` puts its tables into RESULTS.md.
 
 Usage:
-    python benchmarks/embed.py [--n-texts 20000] [--repeats 7] [--out benchmarks/results/embed.json]
+    python benchmarks/embed.py [--n-texts 20000] [--repeats 7] [--cores 1] [--out benchmarks/results/embed.json]
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-for _var in _THREAD_VARS:
-    os.environ[_var] = "1"
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import random  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from cfjax.infra.embed import HashingEmbedder  # noqa: E402
+from benchmarks._bench import finish_meta, fmt_ratio, make_meta, pin_peers, setup_threads, start_load  # noqa: E402
+from benchmarks._meta import cpu_wall, table, write_result  # noqa: E402
 
 _TABLES = {
     "singer": ["name", "country", "age", "song_name", "song_release_year", "is_male"],
@@ -83,29 +81,46 @@ def make_texts(n: int, seed: int = 0) -> list[str]:
     return texts
 
 
-def best_of(fn: Callable[[Sequence[str]], object], texts: Sequence[str], repeats: int) -> float:
-    """Best wall-clock seconds of ``fn(texts)`` over ``repeats`` runs, after one warm-up."""
+def best_of(fn: Callable[[Sequence[str]], object], texts: Sequence[str], repeats: int, record: dict) -> float:
+    """Best wall-clock seconds of ``fn(texts)`` over ``repeats`` runs, after one warm-up; the CPU time /
+    wall time of the timed runs goes into ``record``."""
     fn(texts)
     best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn(texts)
-        best = min(best, time.perf_counter() - t0)
+    with cpu_wall(record):
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn(texts)
+            best = min(best, time.perf_counter() - t0)
     return best
 
 
-def main() -> None:
-    """Runs the benchmark, prints a summary and writes the JSON result."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-texts", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "embed.json")
-    args = parser.parse_args()
+    parser.add_argument("--cores", type=int, default=1, help="cores (and threads) for both sides")
+    parser.add_argument("--out", type=Path, default=None, help="result JSON (default benchmarks/results/embed.json)")
+    return parser.parse_args(argv)
 
+
+SOURCES = ["benchmarks/_bench.py", "cfjax/infra/embed.py"]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Runs the benchmark, prints a summary and writes the JSON result."""
+    args = parse_args(argv)
+    t_start = time.perf_counter()
+    load_before = start_load()
+    threads = setup_threads(args.cores)
+
+    import numpy as np
     import sklearn
     from sklearn.feature_extraction.text import HashingVectorizer
 
+    from cfjax.infra.embed import HashingEmbedder
+
+    pin_peers(args.cores, threads)
     texts = make_texts(args.n_texts, args.seed)
     ours = HashingEmbedder(dim=512, ngram_range=(3, 5), lowercase=True, seed=0)
     theirs = HashingVectorizer(
@@ -118,44 +133,48 @@ def main() -> None:
         dtype=np.float32,
     )
 
-    print(f"threads: {', '.join(f'{v}=1' for v in _THREAD_VARS)} (set before importing numpy)")
+    print(f"threads: {threads}")
     mean_chars = float(np.mean([len(t) for t in texts]))
     print(f"texts: {len(texts)} (mean {mean_chars:.1f} chars), best of {args.repeats} after 1 warm-up")
-    t_ours = best_of(ours.embed, texts, args.repeats)
-    t_theirs = best_of(theirs.transform, texts, args.repeats)
+    cw_ours: dict = {}
+    cw_theirs: dict = {}
+    t_ours = best_of(ours.embed, texts, args.repeats, cw_ours)
+    t_theirs = best_of(theirs.transform, texts, args.repeats, cw_theirs)
     ours_tps, theirs_tps = len(texts) / t_ours, len(texts) / t_theirs
     ratio = ours_tps / theirs_tps
-    print(f"cfjax HashingEmbedder     : {ours_tps:10,.0f} texts/s ({t_ours * 1e3:7.1f} ms, dense f32)")
-    print(f"sklearn HashingVectorizer : {theirs_tps:10,.0f} texts/s ({t_theirs * 1e3:7.1f} ms, sparse CSR)")
+    cpu_ratio = cw_theirs["cpu_s"] / cw_ours["cpu_s"] if cw_ours["cpu_s"] > 0 else None  # same repeats on both sides
+    print(f"cfjax HashingEmbedder     : {ours_tps:10,.0f} texts/s ({t_ours * 1e3:7.1f} ms, dense f32, "
+          f"CPU/wall {cw_ours['cpu_over_wall']})")
+    print(f"sklearn HashingVectorizer : {theirs_tps:10,.0f} texts/s ({t_theirs * 1e3:7.1f} ms, sparse CSR, "
+          f"CPU/wall {cw_theirs['cpu_over_wall']})")
     print(f"ratio cfjax / sklearn     : {ratio:10.2f}x")
 
+    meta = make_meta("embed", SOURCES, args, threads, load_before)
+    meta["versions"]["sklearn"] = sklearn.__version__
+    rows = [
+        ["cfjax `HashingEmbedder` (NumPy, vectorised over the batch; dense float32 out)", f"{ours_tps:,.0f}",
+         f"{t_ours * 1e3:.1f} ms", cw_ours["cpu_over_wall"], fmt_ratio(ratio, bold=True), fmt_ratio(cpu_ratio)],
+        ["scikit-learn `HashingVectorizer` (sparse CSR out)", f"{theirs_tps:,.0f}", f"{t_theirs * 1e3:.1f} ms",
+         cw_theirs["cpu_over_wall"], "1.0×", "1.0×"],
+    ]
     result = {
-        "benchmark": "embed_throughput",
+        "meta": finish_meta(meta, t_start),
+        "tables": [table(
+            "throughput", f"{len(texts):,} texts (mean {mean_chars:.0f} characters), 512-d char_wb 3–5-grams, "
+            f"signed hashing, L2 norm; one warm-up, best of {args.repeats}",
+            ["embedder", "texts/s", "time for all texts", "CPU/wall", "ratio", "ratio by CPU time"], rows)],
         "n_texts": len(texts),
         "mean_chars": mean_chars,
-        "seed": args.seed,
-        "repeats": args.repeats,
-        "settings": {
-            "analyzer": "char_wb",
-            "ngram_range": [3, 5],
-            "dim": 512,
-            "signed": True,
-            "norm": "l2",
-        },
-        "cfjax": {"seconds": t_ours, "texts_per_s": ours_tps, "output": "dense float32"},
-        "sklearn": {"seconds": t_theirs, "texts_per_s": theirs_tps, "output": "sparse csr float32"},
+        "settings": {"analyzer": "char_wb", "ngram_range": [3, 5], "dim": 512, "signed": True, "norm": "l2"},
+        "cfjax": {"seconds": t_ours, "texts_per_s": ours_tps, "output": "dense float32", "cpu_wall": cw_ours},
+        "sklearn": {"seconds": t_theirs, "texts_per_s": theirs_tps, "output": "sparse csr float32",
+                    "cpu_wall": cw_theirs},
         "ratio_cfjax_over_sklearn": ratio,
-        "threads": {v: os.environ[v] for v in _THREAD_VARS},
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "sklearn": sklearn.__version__,
-        },
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+        "cpu_time_ratio_cfjax_over_sklearn": cpu_ratio,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    path = write_result("embed", result, out=args.out)
+    print(f"wrote {path}")
+    return result
 
 
 if __name__ == "__main__":

@@ -27,16 +27,21 @@ solved, completed, feedback, error) and must be identical.
 With ``--threads N`` (> 1) a round evaluates the workload from N threads (the
 world's worker pool then runs up to ``min(N, workers)`` statements at once).
 
+Cores: ``--cores`` (default: every core this process may use) binds the process —
+and the worker processes it starts, which inherit it — to that many cores and sizes
+the BLAS/OpenMP pools to it, for every mode alike. The parent's CPU time / wall time
+per mode is recorded (the long-lived workers' CPU time is not: they are not reaped
+during the run). Results go to ``benchmarks/results/sql_world.json`` (``meta`` +
+``tables``); ``python benchmarks/render.py`` puts the table into RESULTS.md.
+
 Usage:
-    python benchmarks/sql_world.py [--rounds 7] [--threads 1] [--baseline FILE] [--out FILE.json]
+    python benchmarks/sql_world.py [--rounds 7] [--threads 1] [--cores N] [--baseline FILE] [--out FILE.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import random
 import statistics
 import sys
@@ -47,6 +52,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._bench import finish_meta, fmt_ratio, make_meta, setup_threads, start_load  # noqa: E402
+from benchmarks._meta import cpu_wall, table, write_result  # noqa: E402
+
+SOURCES = ["benchmarks/_bench.py", "cfjax/domains/sql"]
 
 MODES = ("inprocess", "subprocess")
 
@@ -59,7 +69,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=8, help="the subprocess world's pool size")
     p.add_argument("--seed", type=int, default=0, help="seed of the slipped variants")
     p.add_argument("--baseline", default="", help="a world.py file whose SQLWorld is timed too (before/after)")
-    p.add_argument("--out", default="", help="also write the JSON report here")
+    p.add_argument("--cores", type=int,
+                   default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+                   help="cores for the process and its workers (default: all this process may use)")
+    p.add_argument("--out", type=Path, default=None, help="result JSON (default benchmarks/results/sql_world.json)")
     return p.parse_args(argv)
 
 
@@ -102,6 +115,9 @@ def load_baseline(path: str):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    t_start = time.perf_counter()
+    load_before = start_load()
+    threads = setup_threads(args.cores)
     from cfjax.domains.sql import SQLSuite
 
     modes = MODES + (("baseline",) if args.baseline else ())
@@ -117,11 +133,16 @@ def main(argv=None) -> dict:
                     w.reference_result(task)
                 one_pass(w, pairs[:50], args.threads)  # warm-up (starts the workers)
             rates: dict[str, list[float]] = {m: [] for m in modes}
+            cpu = {m: [0.0, 0.0] for m in modes}  # parent CPU s, wall s
             mismatches = 0
             for r in range(args.rounds):
                 outs = {}
                 for m in (modes if r % 2 == 0 else modes[::-1]):
-                    dt, outs[m] = one_pass(worlds[m], pairs, args.threads)
+                    cw: dict = {}
+                    with cpu_wall(cw):
+                        dt, outs[m] = one_pass(worlds[m], pairs, args.threads)
+                    cpu[m][0] += cw["cpu_s"]
+                    cpu[m][1] += cw["wall_s"]
                     rates[m].append(len(pairs) / dt)
                 for m in modes[1:]:
                     for a, b in zip(outs[modes[0]], outs[m]):
@@ -134,8 +155,8 @@ def main(argv=None) -> dict:
                 w.close()
     sub = rates["subprocess"]
     ratios = {m: [a / b for a, b in zip(rates[m], sub)] for m in modes if m != "subprocess"}
+    cpu_over_wall = {m: round(c / w, 2) if w > 0 else None for m, (c, w) in cpu.items()}
     report = {
-        "benchmark": "sql_world",
         "queries_per_pass": len(pairs),
         "tasks": len(suite.tasks),
         "rounds": args.rounds,
@@ -149,8 +170,7 @@ def main(argv=None) -> dict:
         "ratio_over_subprocess_median": {m: round(statistics.median(v), 3) for m, v in ratios.items()},
         "ratio_over_subprocess_rounds": {m: [round(x, 3) for x in v] for m, v in ratios.items()},
         "outcome_mismatches": mismatches,
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": os.cpu_count(), "loadavg_after": os.getloadavg()},
+        "parent_cpu_over_wall": cpu_over_wall,
     }
     med = report["evals_per_s_median"]
     print(f"{len(pairs)} ordinary queries per pass, {args.rounds} rounds, {args.threads} thread(s)")
@@ -159,8 +179,19 @@ def main(argv=None) -> dict:
     for m, v in report["ratio_over_subprocess_median"].items():
         print(f"  {m} / subprocess: {v:.2f}x (median of per-round ratios {report['ratio_over_subprocess_rounds'][m]})")
     print(f"  outcome mismatches between the modes: {mismatches}")
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    labels = {"subprocess": "bounded worker processes (`isolation=\"subprocess\"`, the default)",
+              "inprocess": "in-process engine (`isolation=\"inprocess\"`, unbounded)",
+              "baseline": f"baseline `SQLWorld` from `{Path(args.baseline).name}`" if args.baseline else ""}
+    rows = [[labels[m], f"{med[m]:,.1f}",
+             "1.0×" if m == "subprocess" else fmt_ratio(report["ratio_over_subprocess_median"][m], bold=True),
+             cpu_over_wall[m]] for m in ("subprocess", *[m for m in modes if m != "subprocess"])]
+    report["tables"] = [table(
+        "throughput", f"{len(pairs):,} ordinary queries per pass (every task's gold and one slipped variant), "
+        f"{args.rounds} rounds in alternating order, {args.threads} evaluating thread(s), {args.workers} workers",
+        ["SQL world", "evaluations/s (median)", "rate ÷ bounded rate (median of per-round ratios)", "parent CPU/wall"],
+        rows, note=f"Outcome mismatches between the modes: {mismatches}.")]
+    report = {"meta": finish_meta(make_meta("sql_world", SOURCES, args, threads, load_before), t_start), **report}
+    print(f"wrote {write_result('sql_world', report, out=args.out)}")
     return report
 
 

@@ -40,20 +40,22 @@ calls with ``block_until_ready``) against :func:`cfjax.kernels.reference.evsi.gr
 (the same greedy rank-one argmax, vectorised NumPy/SciPy, float32 like the kernel; median of
 ``--np-repeats``), with the ratio and a check that both select the same probes.
 
-Threads: OMP/OPENBLAS/MKL/NUMEXPR = ``--threads`` (default 1) are set before NumPy is imported;
-with ``--threads 1`` XLA runs single-threaded too (``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false
-intra_op_parallelism_threads=1``). Process CPU time / wall time is printed per phase to check it.
+Threads: every side gets the same ``--cores`` (alias ``--threads``; default 1): the process is bound
+to them (``sched_setaffinity``, which XLA's CPU client reads at start-up), OMP/OPENBLAS/MKL/NUMEXPR are
+sized to them before NumPy is imported and ``threadpoolctl``/FAISS pools are set to them. (The old
+``XLA_FLAGS=... intra_op_parallelism_threads=1`` made XLA ignore the whole flag string.) Process CPU
+time / wall time is recorded per phase, per timed side of the window benchmark and for a matmul-heavy
+XLA probe loop.
 
 Usage::
 
     python -m benchmarks.uplift --quick          # ~2 min smoke run
-    python -m benchmarks.uplift [--out results.json]
+    python -m benchmarks.uplift [--out FILE.json]   # default benchmarks/results/uplift.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -61,8 +63,16 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._bench import finish_meta, fmt_ratio, make_meta, pin_peers, setup_threads, start_load, xla_probe  # noqa: E402,E501
+from benchmarks._meta import cpu_wall, table, write_result  # noqa: E402
+
+SOURCES = ["benchmarks/_bench.py", "benchmarks/evsi.py", "cfjax/uplift", "kernels",
+           "cfjax/config/uplift.py", "cfjax/domains/sql", "cfjax/llm/scripted.py"]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -79,8 +89,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--r", type=int, default=32, help="synthetic feature width")
     p.add_argument("--repeats", type=int, default=5, help="steady kernel calls (median)")
     p.add_argument("--np-repeats", type=int, default=3, help="NumPy twin calls (median)")
-    p.add_argument("--threads", type=int, default=1, help="BLAS threads; 1 also makes XLA single-threaded")
-    p.add_argument("--out", default=None, help="optional JSON output path")
+    p.add_argument("--cores", "--threads", dest="cores", type=int, default=1,
+                   help="cores (and thread-pool size) for every side")
+    p.add_argument("--out", type=Path, default=None, help="result JSON (default benchmarks/results/uplift.json)")
     a = p.parse_args(argv)
     if a.quick:
         a.build, a.train, a.eval = min(a.build, 12), min(a.train, 16), min(a.eval, 20)
@@ -89,13 +100,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 ARGS = parse_args() if __name__ == "__main__" else None
-_threads = ARGS.threads if ARGS is not None else 1
-for _v in _THREAD_VARS:
-    os.environ[_v] = str(_threads)
-if _threads == 1:
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+LOAD_BEFORE = start_load() if ARGS is not None else None  # before anything of ours runs
+THREADS = setup_threads(ARGS.cores) if ARGS is not None else {}
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -304,22 +310,28 @@ def bench_window(name: str, inputs, budgets, repeats: int, np_repeats: int) -> l
         compile_s = time.perf_counter() - t0
         jax.block_until_ready(compiled(key, dev))  # warm-up
         ts, res = [], None
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            res = jax.block_until_ready(compiled(key, dev))
-            ts.append(time.perf_counter() - t0)
+        cw_k: dict = {}
+        with cpu_wall(cw_k):
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                res = jax.block_until_ready(compiled(key, dev))
+                ts.append(time.perf_counter() - t0)
         k_sel = np.asarray(res.selected)
         nts, n_sel = [], None
-        for _ in range(np_repeats):
-            t0 = time.perf_counter()
-            n_sel, _, _ = greedy_rank_one_reference(host, b, dtype=np.float32)
-            nts.append(time.perf_counter() - t0)
+        cw_n: dict = {}
+        with cpu_wall(cw_n):
+            for _ in range(np_repeats):
+                t0 = time.perf_counter()
+                n_sel, _, _ = greedy_rank_one_reference(host, b, dtype=np.float32)
+                nts.append(time.perf_counter() - t0)
         k_med, n_med = statistics.median(ts), statistics.median(nts)
         valid = int((k_sel >= 0).sum())
         ag = agreement(k_sel[:valid], n_sel[:valid])
         row = {"window": name, "N": n, "J": j, "r": r, "valid_cand": nc, "valid_comp": nj, "B": b,
                "selected": valid, "compile_s": compile_s, "kernel_s": k_med, "numpy_s": n_med,
-               "ratio": n_med / k_med, "agreement": ag}
+               "ratio": n_med / k_med, "agreement": ag, "kernel_cpu_wall": cw_k, "numpy_cpu_wall": cw_n,
+               # CPU seconds per call on each side (one core per side by default)
+               "cpu_ratio": ((cw_n["cpu_s"] / np_repeats) / (cw_k["cpu_s"] / repeats) if cw_k["cpu_s"] > 0 else None)}
         rows.append(row)
         print(f"| {name} | {n}×{j} (valid {nc}/{nj}), r={r} | {b} | {valid} | {compile_s:.2f} | {1e3 * k_med:.1f} | "
               f"{1e3 * n_med:.1f} | **{n_med / k_med:.1f}×** | {'same' if ag['identical'] else 'differ at step %s, overlap %.2f' % (ag['first_divergence'], ag['overlap'])} |",
@@ -333,9 +345,12 @@ def main(args) -> dict:
 
     from cfjax.domains import build_suite
 
+    t_start = time.perf_counter()
     print("# UpliftMem end-to-end benchmark (benchmarks/uplift.py)\n")
-    threads = {**{v: os.environ[v] for v in _THREAD_VARS}, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "(unset)"),
-               "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS")}
+    threads = THREADS
+    install_global_patches()  # imports cfjax.uplift (and FAISS, which pin_peers then sizes)
+    pin_peers(args.cores, threads)
+    xla_probe(threads)
     print("threads: " + ", ".join(f"{k}={v}" for k, v in threads.items()))
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, load avg at start {os.getloadavg()}; "
           f"python {platform.python_version()}, jax {jax.__version__}, numpy {np.__version__}, scipy {scipy.__version__}")
@@ -346,7 +361,6 @@ def main(args) -> dict:
     suite = build_suite("sql", tempfile.mkdtemp(prefix="uplift_bench_"))
     splits = suite.splits()
     print(f"suite build: {time.perf_counter() - t0:.1f} s (not counted)", flush=True)
-    install_global_patches()
     r1 = run_pipeline(suite, splits, args, "run 1 (compiles)")
     print(f"run 1: {r1['wall_s']:.1f} s, windows {[(w['pool'], w['comparisons'], w['probes']) for w in r1['windows']]}",
           flush=True)
@@ -371,11 +385,63 @@ def main(args) -> dict:
     print(f"\nkernel: AOT lower+compile timed apart, then 1 warm-up and median of {args.repeats} calls "
           f"(block_until_ready); NumPy: greedy_rank_one_reference(dtype=float32), median of {args.np_repeats}.")
     print(f"load avg at end {os.getloadavg()}")
-    out = {"args": vars(args), "threads": threads, "run1": r1, "run2": r2, "verdict": verdict, "window": rows}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=1, default=str)
+    out = {"run1": r1, "run2": r2, "verdict": verdict, "window": rows}
+    out["tables"] = result_tables(out, args)
+    meta = make_meta("uplift", SOURCES, args, threads, LOAD_BEFORE)
+    meta["versions"]["scipy"] = scipy.__version__
+    out = {"meta": finish_meta(meta, t_start), **out}
+    print(f"wrote {write_result('uplift', out, out=args.out)}")
     return out
+
+
+def result_tables(out: dict, args) -> list[dict]:
+    """The tables RESULTS.md shows (rendered by benchmarks/render.py)."""
+    r1, r2, v = out["run1"], out["run2"], out["verdict"]
+    t1, t2 = r1["wall_s"], r2["wall_s"]
+
+    def row(name: str, a: float, b: float) -> list:
+        return [name, f"{a:.2f}", f"{100 * a / t1:.1f}", f"{b:.2f}", f"{100 * b / t2:.1f}"]
+
+    split = []
+    for cat in ("backbone", "world", "kernels", "orchestration"):
+        split.append(row(cat, r1["top"].get(cat, 0.0), r2["top"].get(cat, 0.0)))
+        if cat == "orchestration":
+            for sb in ("kernel prep", "window: neighbourhood", "window: packing", "featurisation", "recall", "other"):
+                split.append(row(f"   ↳ {sb}", r1["orchestration"].get(sb, 0.0), r2["orchestration"].get(sb, 0.0)))
+    split.append(row("**total**", t1, t2))
+    labels = [[lab, f"{x['s']:.3f}", x["calls"]] for lab, x in sorted(r2["labels"].items(), key=lambda kv: -kv[1]["s"])]
+    phases = []
+    for r in (r1, r2):
+        phases.append([r["tag"], "total", f"{r['wall_s']:.2f}", f"{r['cpu_s'] / r['wall_s']:.2f}"])
+        phases += [[r["tag"], k, f"{p['wall_s']:.2f}", f"{p['cpu_s'] / max(p['wall_s'], 1e-9):.2f}"]
+                   for k, p in r["phases"].items()]
+    rule = [["window packing + featurisation (Python-side numeric work a kernel should own)",
+             f"{v['owned_s']:.2f} s", f"{100 * v['owned_frac']:.1f} %", f"**{v['verdict']}** (≤ 10 %)"],
+            ["… plus kernel prep (NumPy batching around jitted calls)", "–", f"{100 * v['with_prep_frac']:.1f} %", ""]]
+    win = []
+    for w in out["window"]:
+        ag = w["agreement"]
+        win.append([w["window"], f"{w['N']}×{w['J']} (valid {w['valid_cand']}/{w['valid_comp']}), r={w['r']}", w["B"],
+                    w["selected"], f"{w['compile_s']:.2f}", f"{1e3 * w['kernel_s']:.1f}", w["kernel_cpu_wall"]["cpu_over_wall"],
+                    f"{1e3 * w['numpy_s']:.1f}", w["numpy_cpu_wall"]["cpu_over_wall"], fmt_ratio(w["ratio"], bold=True),
+                    fmt_ratio(w["cpu_ratio"]),
+                    "same" if ag["identical"] else f"differ at step {ag['first_divergence']}, overlap {ag['overlap']:.2f}"])
+    pipe = (f"SQL suite, scripted backbone; bootstrap {args.build} build tasks, warm-up 16 steps, 1 epoch over "
+            f"{args.train} training tasks (EVSI probing, B_p = {args.probe_budget}, windows {args.window} × "
+            f"{args.window}), evaluation of {args.eval} tasks")
+    return [
+        table("split", f"End-to-end split, exclusive wall time ({pipe}); run 1 includes XLA compiles, run 2 is the "
+              "same pipeline again in the same process", ["bucket", "run 1 s", "run 1 %", "run 2 s", "run 2 %"], split,
+              note=f"Compile + first-call overhead ≈ run 1 − run 2 = {t1 - t2:.2f} s."),
+        table("rule", "The 10 % rule, run 2 (steady state)", ["what", "time", "share of run 2", "verdict"], rule),
+        table("labels", "Per label, run 2", ["label", "exclusive s", "calls"], labels),
+        table("phases", "CPU time / wall time per phase (> the core count would mean unpinned threads)",
+              ["run", "phase", "wall s", "CPU/wall"], phases),
+        table("window", f"Acquisition window: `jit(make_acquire)` vs the NumPy rank-one twin (ARGMAX, float32); kernel: "
+              f"AOT compile apart, 1 warm-up, median of {args.repeats}; NumPy: median of {args.np_repeats}",
+              ["window", "N×J (valid cand/comp), r", "B", "picked", "compile s", "kernel ms", "kernel CPU/wall",
+               "NumPy ms", "NumPy CPU/wall", "NumPy/kernel", "NumPy/kernel by CPU time", "selections"], win),
+    ]
 
 
 if __name__ == "__main__":
