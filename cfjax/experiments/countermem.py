@@ -240,8 +240,10 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         ctx.pool = ThreadPoolExecutor(_EPISODES_PER_SLOT * threads, thread_name_prefix="cfjax-episode")
         try:
             with ThreadPoolExecutor(len(runs), thread_name_prefix="cfjax-row") as rows_ex:
-                futs = {n: rows_ex.submit(_timed_row, fn) for n, fn in runs.items()}
-                done = {n: f.result() for n, f in futs.items()}
+                # the rows with the longest call chains (Best-of-N, ExpeL, rebuilt stores) first, the
+                # one-call-per-attempt rows last: longest-first keeps the wire full to the end
+                futs = {n: rows_ex.submit(_timed_row, runs[n]) for n in reversed(runs)}
+                done = {n: futs[n].result() for n in runs}
         finally:
             ctx.pool.shutdown(wait=True)
             ctx.pool = None
