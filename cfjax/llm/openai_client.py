@@ -525,9 +525,13 @@ class OpenAIBackbone(TextBackbone):
         return self._counters.snapshot()
 
     def cache_identity(self) -> dict[str, Any]:
-        """Everything besides the prompt that determines a reply (see :class:`~cfjax.llm.base.TextBackbone`)."""
+        """Everything besides the prompt that determines a reply (see :class:`~cfjax.llm.base.TextBackbone`).
+
+        The server's URL is part of it: a model *name* says little on its own (llama.cpp and Ollama
+        accept any name; two servers may serve different weights or quantisations under one name)."""
         cfg = self.config
-        return {"backend": "openai", "api": "chat.completions/user-message", "model": cfg.model,
+        return {"backend": "openai", "api": "chat.completions/user-message", "base_url": cfg.base_url,
+                "model": cfg.model,
                 "temperature": cfg.temperature, "max_tokens": cfg.max_tokens, "seed": cfg.seed,
                 "max_reply_chars": cfg.max_reply_chars}
 
