@@ -8,9 +8,11 @@ Why not ``XLA_FLAGS=... intra_op_parallelism_threads=1`` (what the scripts used 
 no leading ``--``, and XLA's flag parser then ignores the whole ``XLA_FLAGS`` string — on this machine a
 matmul-heavy jitted loop ran at CPU time / wall time 1.9 with it, i.e. ``--xla-threads 1`` was a no-op
 (and ``--intra_op_parallelism_threads`` is not an XLA flag: it aborts with "Unknown flag"). What bounds
-XLA's CPU client here is either the process' CPU affinity (read at backend start; it bounds every pool
-at once) or ``--xla_cpu_multi_thread_eigen=false`` alone (XLA computes on the calling thread). Both give
-CPU/wall ≈ 1.0 on the probe loop; :func:`xla_probe` measures it in every run.
+XLA's CPU client here is the process' CPU affinity (read at backend start; it bounds every pool at once:
+CPU/wall 1.0 on the probe loop). ``--xla_cpu_multi_thread_eigen=false`` alone makes XLA's *compute*
+single-threaded — the probe's wall time equals a one-core-bound run's — but XLA's runtime keeps a
+second thread spinning, so CPU/wall reads ≈ 1.8 at 384×384 (≈ 1.0 on small loops). Use ``--cores 1``
+when the CPU budget matters; :func:`xla_probe` records CPU/wall in every run either way.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ _LIMITS: Any = None
 
 def xla_probe(threads: dict[str, Any], *, size: int = 384, steps: int = 40, calls: int = 3) -> dict[str, Any]:
     """Run a matmul-heavy jitted loop and record its CPU time / wall time in ``threads["xla_probe"]``:
-    ≈ 1.0 shows XLA computed on one core (``--xla-threads 1`` or ``--cores 1``), ≈ cores otherwise."""
+    ≈ 1.0 shows XLA used one core (``--cores 1``); with ``--xla-threads 1`` on more cores the compute is
+    single-threaded but a spinning runtime thread can still show up here (module docstring)."""
     import jax
     import jax.numpy as jnp
 
