@@ -52,15 +52,22 @@ SOURCES = ["benchmarks/_bench.py", "benchmarks/_meta.py", "cfjax/llm", "cfjax/in
 
 
 def run_once(suite, splits, cfg, rows, *, latency: float, inflight: int, faults=None, cache: str | None = None,
-             train_latency: float = 0.0) -> dict:
-    """One quick unit through the OpenAI client; the held-out window's throughput and what the server saw."""
+             train_latency: float = 0.0, server=None) -> dict:
+    """One quick unit through the OpenAI client; the held-out window's throughput and what the server saw.
+
+    ``server``: an open :class:`FakeLLMServer` to use (a cached rerun must talk to the same URL: the
+    URL is part of a reply's cache key); otherwise a fresh one is started for this run."""
+    from contextlib import nullcontext
+
     from llm_server import FakeLLMServer, canned_sql, inflight_profile
 
     from cfjax.experiments.countermem import BackboneSpec, backbone_stats, run_unit
     from cfjax.llm.openai_client import OpenAIConfig
 
     window: dict = {}
-    with FakeLLMServer(canned_sql(suite), faults=faults, latency_s=train_latency) as srv:
+    with (nullcontext(server) if server is not None
+          else FakeLLMServer(canned_sql(suite), faults=faults, latency_s=train_latency)) as srv:
+        sent0 = len(srv.chat_requests)
         ocfg = OpenAIConfig(base_url=srv.base_url, model=srv.model, max_inflight=inflight, timeout_s=30.0,
                             max_retries=6, backoff_s=0.05)
         spec = BackboneSpec("openai", ocfg, cache_path=cache, inflight=inflight)
@@ -84,7 +91,7 @@ def run_once(suite, splits, cfg, rows, *, latency: float, inflight: int, faults=
         in_window = [r for r in reqs if r.index >= window["n0"] and r.index < window["n1"]]
         prof = inflight_profile(in_window)
         injected = dict(srv.faults_injected)
-        sent = len(reqs)
+        sent = len(reqs) - sent0
     secs = window["t1"] - window["t0"]
     calls = window["c1"] - window["c0"]
     return {"outcomes": res["outcomes"], "eval_s": secs, "eval_calls": calls, "calls_per_s": calls / secs,
@@ -180,9 +187,14 @@ def main(argv: list[str] | None = None) -> int:
                             note=f"finished: yes ({fr['total_s']:.0f} s, {fr['requests']} requests); stalls 2–5 s"))
         payload["faults"] = fr
     if not args.no_cache_run:
+        from llm_server import FakeLLMServer, canned_sql
+
         cache = str(root / "responses.sqlite")
-        first = run_once(suite, splits, cfg, rows, latency=0.0, inflight=args.max_inflight, cache=cache)
-        second = run_once(suite, splits, cfg, rows, latency=0.0, inflight=args.max_inflight, cache=cache)
+        with FakeLLMServer(canned_sql(suite)) as srv:  # one server: a rerun asks the same URL
+            first = run_once(suite, splits, cfg, rows, latency=0.0, inflight=args.max_inflight, cache=cache,
+                             server=srv)
+            second = run_once(suite, splits, cfg, rows, latency=0.0, inflight=args.max_inflight, cache=cache,
+                              server=srv)
         c2 = (second["llm"] or {}).get("cache", {})
         print(f"cache rerun: first pass {first['requests']} requests, second {second['requests']}; "
               f"identical outcomes {first['outcomes'] == second['outcomes']}")

@@ -45,8 +45,9 @@ from benchmarks._meta import RESULTS_DIR, ROOT, inputs_hash  # noqa: E402
 RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
 BLOCK = re.compile(r"<!-- table:(?P<name>[\w.-]+)/(?P<id>[\w.-]+) -->\n(?P<body>.*?)<!-- /table -->", re.DOTALL)
 # a run is flagged "under load" when, before it started, other work kept this share of the cores busy
-# or the 1-minute load average was above this share of the cores — or when, at its end, the load average
-# less the run's own cores was
+# (sampled over 1 s; without that sample: when the 1-minute load average was above this share of the
+# cores — it lags, so a run right after another one would be flagged falsely) — or when, at its end, the
+# load average less the run's own cores was
 LOADED_BUSY_SHARE = 0.25
 LOADED_LOADAVG_PER_CORE = 0.5
 
@@ -117,9 +118,9 @@ def provenance(name: str, meta: dict[str, Any], results_dir: Path) -> str:
         load += f" (loadavg {la} after)"
     th = meta.get("threads") or {}
     own = th.get("cores", 1) if isinstance(th.get("cores", 1), int) else 1
-    loaded = (lb.get("busy_share", 0.0) >= LOADED_BUSY_SHARE
-              or lb.get("loadavg_1m", 0.0) > LOADED_LOADAVG_PER_CORE * cores
-              or (la is not None and la - own > LOADED_LOADAVG_PER_CORE * cores))
+    before = (lb["busy_share"] >= LOADED_BUSY_SHARE if "busy_share" in lb
+              else lb.get("loadavg_1m", 0.0) > LOADED_LOADAVG_PER_CORE * cores)
+    loaded = before or (la is not None and la - own > LOADED_LOADAVG_PER_CORE * cores)
     threads = th.get("summary") or ", ".join(f"{k}={v}" for k, v in th.items() if isinstance(v, (str, int)))
     probe = (th.get("xla_probe") or {}).get("cpu_over_wall")
     if probe is not None:
