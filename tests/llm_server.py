@@ -465,14 +465,18 @@ def _arrival(r: RecordedRequest) -> tuple[int, float]:
     return (r.index if r.index >= 0 else 1 << 62, r.start)
 
 
-def canned_sql(suite):
+def canned_sql(suite, *, slip: Callable[[str], bool] | None = None,
+               judge: Callable[[str], str] | None = None):
     """A responder for every App. D.8 prompt of a built-in SQL ``suite`` (benchmarks, end-to-end tests).
 
     Not a model: a draft is the task's gold query (looked up by the question; this is the fake
-    *server*, not agent-side code) or, for a third of the prompts by hash, its boundary slip
-    (``>=`` written ``>``); corrections repair the slip; the judge picks by hash. It shapes how many
-    calls an episode makes, not what the transport does."""
+    *server*, not agent-side code) or its boundary slip (``>=`` written ``>``) when ``slip(prompt)``
+    (default: a third of the prompts, by hash); corrections repair the slip; the judge's reply is
+    ``judge(prompt)`` (default: ``CHOICE: 1`` or ``2`` by hash); lessons and records are fixed text.
+    It shapes how many calls an episode makes, not what the transport does."""
     by_q = {t.question: t for t in suite.tasks}
+    slip = slip or (lambda prompt: zlib.crc32(prompt.encode()) % 3 == 0)
+    judge = judge or (lambda prompt: f"CHOICE: {1 + zlib.crc32(prompt.encode()) % 2}")
 
     def task_of(prompt: str):
         m = re.search(r"### Task\n(.*?)\n\n", prompt, re.S)
@@ -489,12 +493,11 @@ def canned_sql(suite):
             m = re.search(r"### Draft action\n(.*?)\n\n###", prompt, re.S)
             return f"ACTION:\n```sql\n{(m.group(1) if m else 'SELECT 1').replace(' > ', ' >= ')}\n```"
         if "Choose exactly one candidate" in prompt:
-            return f"CHOICE: {1 + zlib.crc32(prompt.encode()) % 2}"
+            return judge(prompt)
         if "Extract one transferable lesson" in prompt:
             return "LESSON: inclusive bounds need >=\nEDIT: a > 1 -> a >= 1"
         t = task_of(prompt)
         gold = suite.keys[t.task_id].gold if t is not None else "SELECT 1"
-        slip = zlib.crc32(prompt.encode()) % 3 == 0
-        return f"ACTION:\n```sql\n{gold.replace(' >= ', ' > ') if slip else gold}\n```"
+        return f"ACTION:\n```sql\n{gold.replace(' >= ', ' > ') if slip(prompt) else gold}\n```"
 
     return reply

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 
 import pytest
 
@@ -31,7 +30,7 @@ from cfjax.domains.sql.edits import SQLEdits
 from cfjax.infra.cache import CachedWorld
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.types import Attempt, Completion, InsightRequest, JudgeRequest, Outcome, Task, Usage
-from tests.llm_server import FakeLLMServer
+from tests.llm_server import FakeLLMServer, canned_sql
 
 SQL_EDITS = SQLEdits()
 
@@ -291,36 +290,20 @@ def test_thread_and_process_pools_give_the_serial_results(suite):
 
 
 def _canned(suite):
-    """Canned completions for every App. D.8 prompt: drafts are the gold query with `>=` weakened
-    to `>` (the boundary slip), revisions repair `>` to `>=`, the judge answers garbage every
-    third call, lessons and records are fixed text."""
-    by_q = {t.question: t for t in suite.tasks}
-    state = {"judge": 0}
+    """Canned completions for every App. D.8 prompt (:func:`llm_server.canned_sql`): drafts are the
+    gold query with `>=` weakened to `>` (the boundary slip), revisions repair `>` to `>=`, the judge
+    answers garbage every third call (thread-safe: rows and drafts run concurrently)."""
+    import threading
 
-    def task_of(prompt: str):
-        m = re.search(r"### Task\n(.*?)\n\n", prompt, re.S)
-        return by_q.get(m.group(1)) if m else None
+    lock, state = threading.Lock(), {"judge": 0}
 
-    def reply(prompt: str) -> str:
-        t = task_of(prompt)
-        if "Propose at most" in prompt:
-            units = re.findall(r"^\[(\d+)\] (.*)$", prompt, re.M)
-            return "\n".join(f"EDIT: REPLACE [{i}] WITH {u.replace(' > ', ' >= ')}" for i, u in units
-                             if " > " in u) or "EDIT: REPLACE [0] WITH SELECT *"
-        if "Distil the checked contrast" in prompt:
-            return 'SITUATION: an inclusive bound was written as strict\nCONDITION: boundary = "inclusive"'
-        if "A stored correction from an earlier task" in prompt or "LESSON (from an earlier task" in prompt:
-            draft = re.search(r"### Draft action\n(.*?)\n\n###", prompt, re.S).group(1)
-            return f"ACTION:\n```sql\n{draft.replace(' > ', ' >= ')}\n```"
-        if "Choose exactly one candidate" in prompt:
+    def judge(prompt: str) -> str:
+        with lock:
             state["judge"] += 1
-            return "no idea" if state["judge"] % 3 == 0 else "CHOICE: 2"
-        if "Extract one transferable lesson" in prompt:
-            return "LESSON: inclusive bounds need >=\nEDIT: a > 1 -> a >= 1"
-        gold = suite.keys[t.task_id].gold if t is not None else "SELECT 1"
-        return f"ACTION:\n```sql\n{gold.replace(' >= ', ' > ')}\n```"
+            n = state["judge"]
+        return "no idea" if n % 3 == 0 else "CHOICE: 2"
 
-    return reply
+    return canned_sql(suite, slip=lambda prompt: True, judge=judge)
 
 
 @pytest.mark.slow
