@@ -72,6 +72,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "write_text_if_changed",
     "canonical_json",
     "cleanup_stale_temps",
     "cleanup_stale_temps_in",
@@ -311,6 +312,20 @@ def atomic_write_text(path: PathLike, text: str, *, encoding: str = "utf-8") -> 
 # checksummed JSON                                                             #
 # --------------------------------------------------------------------------- #
 
+
+
+def write_text_if_changed(path: PathLike, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically (parents created) unless the file already holds exactly it;
+    returns whether it wrote. Idempotent builds (suite files) leave unchanged files untouched."""
+    path = Path(path)
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return True
 
 def canonical_json(obj: Any) -> str:
     """The canonical JSON text of ``obj`` (sorted keys, no spaces, UTF-8 kept).

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cfjax.infra.io import atomic_write_text
+from cfjax.infra.io import write_text_if_changed
 from cfjax.domains.base import Suite
 from cfjax.types import AnswerKey, Task
 from cfjax.domains.python.script import ERRORS, PyScript
@@ -50,14 +50,7 @@ class PyBugsSuite(Suite):
         tasks, keys = [], {}
         for task, key, source in make_tasks(task_seed):
             keys[task.task_id] = key
-            path = task_test_path(root / "tests", task.task_id)
-            try:
-                same = path.read_text(encoding="utf-8") == source
-            except (FileNotFoundError, UnicodeDecodeError):
-                same = False
-            if not same:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(path, source)
+            write_text_if_changed(task_test_path(root / "tests", task.task_id), source)
             tasks.append(task)
         return cls(root, tuple(tasks), keys)
 

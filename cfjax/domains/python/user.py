@@ -141,18 +141,10 @@ class UserPython(UserDomain):
         return text if text is not None else render_case_tests(row.task.attrs["function"], cases, row.task.task_id)
 
     def write(self, rows: Sequence[UserRow], root: Path) -> None:
-        from cfjax.infra.io import atomic_write_text
+        from cfjax.infra.io import write_text_if_changed
 
         for row in rows:
-            path = task_test_path(root / "tests", row.task.task_id)
-            text = self._test_text(row)
-            try:
-                same = path.read_text(encoding="utf-8") == text
-            except (FileNotFoundError, UnicodeDecodeError):
-                same = False
-            if not same:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(path, text)
+            write_text_if_changed(task_test_path(root / "tests", row.task.task_id), self._test_text(row))
 
     def verify(self, rows: Sequence[UserRow], root: Path) -> None:
         for row in rows:
