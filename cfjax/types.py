@@ -23,15 +23,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
     "Task", "AnswerKey", "Splits", "SplitOverlapError", "check_disjoint", "AnswerKeyAccessError", "answer_key_guard", "Outcome", "Attempt", "Usage", "Unit", "EditError", "single_diff", "contains_phrase",
-    "World", "EditModel", "Backbone", "Domain",
+    "World", "EditModel", "Backbone", "Domain", "CallKind", "DomainInfo", "Language",
     "MemoryText", "MEMORY_KINDS", "DraftRequest", "AlternativesRequest", "DistilRequest", "ReviseRequest", "JudgeRequest",
     "InsightRequest", "Completion", "DraftResult", "AlternativesResult", "DistilResult", "ReviseResult",
     "JudgeResult", "InsightResult", "WriteMemoryRequest", "ReviseMemoryRequest", "MemoryResult",
 ]
+
+Req = TypeVar("Req")
+Res = TypeVar("Res")
 
 
 # --------------------------------------------------------------------------- tasks
@@ -550,32 +554,87 @@ class World(Protocol):
         ...
 
 
+@dataclass(frozen=True, eq=False)
+class CallKind(Generic[Req, Res]):
+    """One kind of model call: how its typed request becomes a prompt, how a reply becomes its typed
+    result, and how the scripted simulator answers it.
+
+    The system that makes a call owns its kind (CounterMem's alternatives and distillation in
+    ``cfjax.countermem.calls``, ExpeL's insight in ``cfjax.expel``, UpliftMem's writer in
+    ``cfjax.uplift.calls``, the agent loop's draft, revise and judge in ``cfjax.llm.calls``) and
+    registers it in :data:`cfjax.registry.CALLS`; every backbone then serves it through one generic
+    :meth:`Backbone.call` — no backbone changes when a system is added.
+
+    Attributes:
+      name: the template name (``"DRAFT_ACTION"``); the response cache and the simulator key on it.
+      render: ``request → prompt text`` (every backbone sees exactly this string).
+      parse: ``(reply text, request, usage) → result`` (strict; a reply that breaks the contract gives
+        an empty result, never a guess).
+      scripted: ``(simulator, request) → reply text``: the seeded simulator's answer
+        (:class:`cfjax.llm.scripted.ScriptedBackbone` passes itself: ``sim.rng(*key)``, ``sim.config``,
+        ``sim.domain``, ``sim.edits``); ``None`` when the simulator cannot answer this kind.
+      doc: one line for listings.
+    """
+
+    name: str
+    render: Callable[[Any], str]
+    parse: Callable[[str, Any, "Usage"], Any]
+    scripted: Callable[[Any, Any], str] | None = None
+    doc: str = ""
+
+    def __repr__(self) -> str:
+        return f"CallKind({self.name!r})"
+
+
 @runtime_checkable
 class Backbone(Protocol):
-    """What the methods ask of a model: CounterMem's calls (papers/countermem.md App. D.8), ExpeL's
-    insight, and UpliftMem's writer and reviser."""
+    """What the methods ask of a model: one generic call, ``call(kind, request) → result``.
+
+    ``kind`` is a :class:`CallKind`; its owner renders the prompt and parses the reply, so a text
+    backbone (:class:`cfjax.llm.base.TextBackbone`: the OpenAI-compatible client, the local
+    transformers model, the scripted simulator) only turns a prompt into text. Every call's ``usage``
+    is in its result; the caller charges it to its ledger exactly once."""
 
     name: str
 
-    def draft_action(self, req: DraftRequest) -> DraftResult: ...
+    def call(self, kind: CallKind[Req, Res], req: Req) -> Res: ...
 
-    def generate_local_alternatives(self, req: AlternativesRequest) -> AlternativesResult: ...
 
-    def distil_record(self, req: DistilRequest) -> DistilResult: ...
+@dataclass(frozen=True)
+class Language:
+    """An action language as prompts show it: the system line, the action's name, the code fence."""
 
-    def revise_with_record(self, req: ReviseRequest) -> ReviseResult: ...
+    system: str
+    noun: str
+    fence: str
 
-    def judge_candidates(self, req: JudgeRequest) -> JudgeResult: ...
 
-    def extract_insight(self, req: InsightRequest) -> InsightResult: ...
+@dataclass(frozen=True)
+class DomainInfo:
+    """What a domain declares about itself, in its own folder (registered in
+    :data:`cfjax.registry.DOMAINS`). Prompts, the CLI, configs and runners read it; nothing outside
+    the domain's folder names the domain.
 
-    def write_memory(self, req: WriteMemoryRequest) -> MemoryResult:
-        """UpliftMem's writer (App. B.3)."""
-        ...
+    Attributes:
+      name: the suite name (``--suite``), e.g. ``"sql"``, ``"pybugs"``, ``"sat"``.
+      suite: ``"module:Class"`` of its :class:`Domain` implementation (imported on first use).
+      languages: ``Task.domain`` → :class:`Language` for every action language its tasks use.
+      untrusted_code: its world runs model-written code (decides the OS-sandbox policy of the CLI).
+      utility: UpliftMem's Eq. 1 constants for this domain, as keyword arguments of
+        ``cfjax.config.uplift.UtilitySpec`` (``{}``: the defaults).
+      k_cap: UpliftMem's memory cap K for this domain.
+      cost_weights: extra named cost weights a runner may read (``{}`` when none).
+      description: one line for ``--suite`` help.
+    """
 
-    def revise_memory(self, req: ReviseMemoryRequest) -> MemoryResult:
-        """UpliftMem's reviser (App. B.3, E.5)."""
-        ...
+    name: str
+    suite: str
+    languages: Mapping[str, Language]
+    untrusted_code: bool = False
+    utility: Mapping[str, Any] = field(default_factory=dict)
+    k_cap: int = 5
+    cost_weights: Mapping[str, float] = field(default_factory=dict)
+    description: str = ""
 
 
 @runtime_checkable
