@@ -37,11 +37,12 @@ import numpy as np
 
 from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
+from cfjax.llm.calls import BEST_OF_N_JUDGE, DRAFT_ACTION
 from cfjax.types import (Attempt, Backbone, DraftRequest, EditModel, JudgeRequest, MemoryText, Outcome, Task,
                          World)
 
 __all__ = ["Decision", "Episode", "Proposal", "Consultation", "AfterResult", "DraftFn", "ConsultFn", "AfterFn",
-           "run_episode", "draft_once", "best_of_n", "no_memory", "JudgeLog"]
+           "run_episode", "draft_once", "best_of_n", "no_memory", "JudgeLog", "reuse_label"]
 
 
 @dataclass
@@ -136,6 +137,22 @@ class AfterFn(Protocol):
                  episode: int, ledger: Ledger) -> AfterResult | None: ...
 
 
+def reuse_label(changed: bool, solved: bool, score: float, reference: float | None) -> int:
+    """The reuse label y of Eq. 6 (App. B.3), relative to the memory-free draft.
+
+    Unchanged from the draft → 0; changed and solved → +1; otherwise the sign
+    of the utility change against the reference attempt, or 0 without one.
+    """
+    if not changed:
+        return 0
+    if solved:
+        return 1
+    if reference is None:
+        return 0
+    d = score - reference
+    return 1 if d > 1e-9 else (-1 if d < -1e-9 else 0)
+
+
 def no_memory(task: Task, history: Sequence[Attempt], proposal: Proposal, **_: Any) -> Consultation:
     """The ``none`` row: the proposed action is evaluated as it is."""
     return Consultation(proposal.action if proposal.action is not None else proposal.draft)
@@ -145,7 +162,7 @@ def draft_once(backbone: Backbone, memory: MemoryText | None = None) -> DraftFn:
     """One DRAFT_ACTION call per attempt, optionally with memory shown before drafting."""
 
     def draft(task: Task, history: Sequence[Attempt], *, episode: int, attempt: int, ledger: Ledger) -> Proposal:
-        dr = backbone.draft_action(DraftRequest(task, tuple(history), episode, memory=memory))
+        dr = backbone.call(DRAFT_ACTION, DraftRequest(task, tuple(history), episode, memory=memory))
         ledger.llm(task.task_id, dr.usage)
         return Proposal(dr.action, dr.usage.total, applied=dr.applied)
 
@@ -181,7 +198,7 @@ def best_of_n(backbone: Backbone, n: int, judge_log: JudgeLog | None = None, *, 
 
     def draft(task: Task, history: Sequence[Attempt], *, episode: int, attempt: int, ledger: Ledger) -> Proposal:
         hist = tuple(history)
-        drafts = ordered_map(lambda j: backbone.draft_action(DraftRequest(task, hist, episode, sample=j)),
+        drafts = ordered_map(lambda j: backbone.call(DRAFT_ACTION, DraftRequest(task, hist, episode, sample=j)),
                              range(n), min(workers, n))
         tokens = 0
         cands = []
@@ -189,7 +206,7 @@ def best_of_n(backbone: Backbone, n: int, judge_log: JudgeLog | None = None, *, 
             ledger.llm(task.task_id, dr.usage)
             tokens += dr.usage.total
             cands.append(dr.action)
-        jr = backbone.judge_candidates(JudgeRequest(task, hist, tuple(cands), episode))
+        jr = backbone.call(BEST_OF_N_JUDGE, JudgeRequest(task, hist, tuple(cands), episode))
         ledger.llm(task.task_id, jr.usage)
         tokens += jr.usage.total
         if judge_log is not None:

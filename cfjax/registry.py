@@ -38,9 +38,13 @@ ENTRY_POINT_GROUP = "cfjax.plugins"
 
 #: built-in plugin packages, imported (in this order) before any lookup; each registers itself
 BUILTIN_PLUGINS: tuple[str, ...] = (
+    "cfjax.llm.calls",
     "cfjax.domains.sql",
     "cfjax.domains.python",
     "cfjax.domains.sat",
+    "cfjax.countermem.calls",
+    "cfjax.uplift.calls",
+    "cfjax.expel",
 )
 
 

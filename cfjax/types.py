@@ -81,7 +81,16 @@ class Task:
 #: their simulator interfaces) and analysis code. Code outside the ``cfjax`` package (tests,
 #: notebooks, user analysis) is analysis too.
 ANSWER_KEY_READERS = ("cfjax.domains.", "cfjax.experiments.", "cfjax.types")
+#: A module that sets this global to ``True`` is agent-side code (a simulator's drafter or answerer):
+#: the guard never trusts it, whatever its name — also under a trusted prefix of
+#: :data:`ANSWER_KEY_READERS` (e.g. a user-suite drafter that lives with its domain).
+AGENT_SIDE_MARKER = "__cfjax_agent_side__"
 _GUARD = {"on": False}
+
+
+#: The transfer conditions of an evaluation task (papers/countermem.md App. D.4), in report order:
+#: :func:`cfjax.domains.base.transfer_condition` assigns them, metrics and reports group by them.
+TRANSFER_CONDITIONS = ("same_env", "new_env", "new_surface", "look_alike")
 
 
 class AnswerKeyAccessError(RuntimeError):
@@ -91,7 +100,8 @@ class AnswerKeyAccessError(RuntimeError):
 @contextmanager
 def answer_key_guard(on: bool = True) -> Iterator[None]:
     """While active, reading an :class:`AnswerKey` field from any ``cfjax`` module outside
-    :data:`ANSWER_KEY_READERS` raises :class:`AnswerKeyAccessError`. The boundary test runs whole
+    :data:`ANSWER_KEY_READERS`, or from any module marked :data:`AGENT_SIDE_MARKER`, raises
+    :class:`AnswerKeyAccessError`. The boundary test runs whole
     experiment units under it; it costs one frame lookup per field read, so it is off by default."""
     old = _GUARD["on"]
     _GUARD["on"] = on
@@ -102,7 +112,11 @@ def answer_key_guard(on: bool = True) -> Iterator[None]:
 
 
 def _check_reader(field_name: str) -> None:
-    mod = sys._getframe(3).f_globals.get("__name__", "")
+    g = sys._getframe(3).f_globals
+    mod = g.get("__name__", "")
+    if g.get(AGENT_SIDE_MARKER) is True:
+        raise AnswerKeyAccessError(f"{mod} read AnswerKey.{field_name}: it is marked agent-side "
+                                   f"({AGENT_SIDE_MARKER}) and may never read answer keys")
     if (mod == "cfjax" or mod.startswith("cfjax.")) and not mod.startswith(ANSWER_KEY_READERS):
         raise AnswerKeyAccessError(f"{mod} read AnswerKey.{field_name}: only worlds and analysis may read answer keys")
 
@@ -307,33 +321,6 @@ class DraftRequest:
 
 
 @dataclass(frozen=True)
-class AlternativesRequest:
-    """GENERATE_LOCAL_ALTERNATIVES (Module I, Eq. 1): local edits of a failed
-    action, each replacing exactly one decision unit."""
-
-    task: Task
-    history: Sequence[Attempt]
-    action: str
-    feedback: str
-    units: Sequence[str]  # decision units of ``action``, indexed from 0
-    k: int = 4
-    episode: int = 0
-
-
-@dataclass(frozen=True)
-class DistilRequest:
-    """DISTIL_RECORD (Module II): turn a verified contrast into (q, c)."""
-
-    task: Task
-    original: str
-    improved: str
-    unit_before: str
-    unit_after: str
-    evidence: str
-    episode: int = 0
-
-
-@dataclass(frozen=True)
 class ReviseRequest:
     """REVISE_WITH_RECORD (Module III): the draft and one piece of memory (a record, a lesson)."""
 
@@ -362,25 +349,6 @@ class DraftResult:
 
 
 @dataclass(frozen=True)
-class AlternativesResult:
-    """``edits`` are ``(unit_index, replacement_text)`` pairs in the fixed edit grammar."""
-
-    edits: tuple[tuple[int, str], ...]
-    usage: Usage
-    raw: str = ""
-
-
-@dataclass(frozen=True)
-class DistilResult:
-    """``condition`` is condition-language text; ``"none"`` means universal."""
-
-    situation: str
-    condition: str
-    usage: Usage
-    raw: str = ""
-
-
-@dataclass(frozen=True)
 class ReviseResult:
     action: str
     usage: Usage
@@ -403,63 +371,6 @@ class JudgeResult:
     parsed: bool
     usage: Usage
     raw: str = ""
-
-
-@dataclass(frozen=True)
-class InsightRequest:
-    """EXPEL_INSIGHT: one lesson from a finished trajectory (the ExpeL baseline)."""
-
-    task: Task
-    trajectory: Sequence[Attempt]
-    solved: bool
-    episode: int = 0
-
-
-@dataclass(frozen=True)
-class InsightResult:
-    lesson: str  # "" for none
-    usage: Usage
-    raw: str = ""
-
-
-@dataclass(frozen=True)
-class WriteMemoryRequest:
-    """WRITE_MEMORY: one transferable memory from a completed trajectory (UpliftMem App. B.3, E.4).
-
-    ``related`` are memories of the pool similar to the task (``(id, text)``), shown as
-    "optional related memories" (W3/W5): a writer may update one of them."""
-
-    task: Task
-    trajectory: Sequence[Attempt]
-    solved: bool
-    related: Sequence[tuple[str, str]] = ()
-    episode: int = 0
-
-
-@dataclass(frozen=True)
-class ReviseMemoryRequest:
-    """REVISE_MEMORY: revise a candidate whose validated uplift was not positive (App. B.3, E.5, W5).
-
-    ``trajectory`` is the candidate's own validation run on the source task; the utilities are the
-    paired validation's (with and without the candidate)."""
-
-    task: Task
-    memory: str
-    trajectory: Sequence[Attempt]
-    solved: bool
-    utility_with: float
-    utility_without: float
-    revision: int = 1
-    related: Sequence[tuple[str, str]] = ()
-    episode: int = 0
-
-
-@dataclass(frozen=True)
-class MemoryResult:
-    text: str  # "" for none (the reply did not follow the contract, or there is nothing to write)
-    usage: Usage
-    raw: str = ""
-
 
 
 # --------------------------------------------------------------------------- edits

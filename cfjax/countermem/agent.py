@@ -32,6 +32,8 @@ from cfjax.kernels.reference import action_mask_reference
 from cfjax.infra.ledger import Ledger
 from cfjax.loop import (AfterFn, AfterResult, ConsultFn, Consultation, Decision, Episode, Proposal, draft_once,
                         no_memory, run_episode)
+from cfjax.llm.calls import REVISE_WITH_RECORD
+from cfjax.loop import reuse_label  # Eq. 6, shared by every memory row (re-exported)
 from cfjax.types import Attempt, Backbone, EditModel, MemoryText, Outcome, ReviseRequest, Task, World
 
 __all__ = ["Decision", "Episode", "Policy", "Agent", "reuse_label", "skip_policy", "top1_policy"]
@@ -51,22 +53,6 @@ def skip_policy(obs: np.ndarray, mask: np.ndarray) -> int:
 def top1_policy(obs: np.ndarray, mask: np.ndarray) -> int:
     """Construction policy: use the best-ranked eligible record when there is one."""
     return 1 if mask[1] else 0
-
-
-def reuse_label(changed: bool, solved: bool, score: float, reference: float | None) -> int:
-    """The reuse label y of Eq. 6 (App. B.3), relative to the memory-free draft.
-
-    Unchanged from the draft → 0; changed and solved → +1; otherwise the sign
-    of the utility change against the reference attempt, or 0 without one.
-    """
-    if not changed:
-        return 0
-    if solved:
-        return 1
-    if reference is None:
-        return 0
-    d = score - reference
-    return 1 if d > 1e-9 else (-1 if d < -1e-9 else 0)
 
 
 _observation = jax.jit(F.observation)
@@ -153,7 +139,7 @@ class Agent:
                ledger: Ledger) -> tuple[str, int]:
         """REVISE_WITH_RECORD with exactly one rendered record (Module III); ``(action, tokens)``."""
         text = rec.record.render(with_condition=self.config.retrieval.use_conditions)
-        rv = self.backbone.revise_with_record(ReviseRequest(task, tuple(history), draft, MemoryText("record", text),
+        rv = self.backbone.call(REVISE_WITH_RECORD, ReviseRequest(task, tuple(history), draft, MemoryText("record", text),
                                                             episode))
         ledger.llm(task.task_id, rv.usage)
         return rv.action, rv.usage.total

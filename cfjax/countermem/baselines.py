@@ -9,10 +9,6 @@ serves every row with the same denominators (App. D.4, D.6).
   per attempt, a backbone judge picks one with ``CHOICE: <n>`` (a parse
   failure falls back to candidate 1 and is counted); the verifier never
   chooses, only the chosen candidate is evaluated.
-* :class:`ExpeLMemory` / :func:`expel_episode` — ExpeL-style lessons: after
-  every source task the backbone extracts one lesson from the finished
-  trajectory (EXPEL_INSIGHT), nothing is checked; at test time the most
-  similar lesson is always shown (no selector, no applicability filter).
 * :func:`wm_without_cf_episode` — *WM without CF* (§6.1): after a failed
   attempt, local alternatives of the current task are checked from the same
   state and the best one is used within the task; nothing is stored.
@@ -22,23 +18,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
 
 from cfjax.config import CounterMemConfig
-from cfjax.countermem.agent import reuse_label
 from cfjax.countermem.generator import propose_alternatives
-from cfjax.infra.embed import HashingEmbedder
 from cfjax.infra.ledger import Ledger
-from cfjax.llm import prompts
-from cfjax.loop import (AfterResult, Consultation, Decision, Episode, JudgeLog, Proposal, best_of_n, draft_once,
-                        run_episode)
-from cfjax.types import (Attempt, Backbone, EditModel, InsightRequest, MemoryText, Outcome, ReviseRequest, Task,
-                         World)
+from cfjax.loop import AfterResult, Decision, Episode, JudgeLog, best_of_n, draft_once, run_episode
+from cfjax.types import Attempt, Backbone, EditModel, Outcome, Task, World
 
-__all__ = ["JudgeLog", "best_of_n_episode", "ExpeLMemory", "build_expel", "expel_episode",
-           "wm_without_cf_episode"]
+__all__ = ["JudgeLog", "best_of_n_episode", "wm_without_cf_episode"]
 
 
 def best_of_n_episode(task: Task, *, backbone: Backbone, world: World, config: CounterMemConfig, n: int,
@@ -49,78 +36,6 @@ def best_of_n_episode(task: Task, *, backbone: Backbone, world: World, config: C
     return run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode,
                        max_attempts=config.agent.max_attempts, draft=best_of_n(backbone, n, judge_log,
                                                                                workers=workers))
-
-
-# --------------------------------------------------------------------------- ExpeL
-
-
-@dataclass
-class ExpeLMemory:
-    """Lessons with the embedding of their source task (question + failed action)."""
-
-    embedder: HashingEmbedder = field(default_factory=HashingEmbedder)
-    lessons: list[str] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)
-    _emb: list[np.ndarray] = field(default_factory=list)
-
-    def add(self, source_task: str, key_text: str, lesson: str) -> None:
-        self.lessons.append(lesson)
-        self.sources.append(source_task)
-        self._emb.append(self.embedder.embed([key_text])[0])
-
-    def top1(self, task: Task, state_text: str) -> tuple[int, float] | None:
-        """The most similar lesson from another source task (cosine), or ``None``."""
-        ok = [i for i, s in enumerate(self.sources) if s != task.task_id]
-        if not ok:
-            return None
-        q = self.embedder.embed([state_text])[0]
-        sims = np.stack([self._emb[i] for i in ok]) @ q
-        j = int(np.argmax(sims))
-        return ok[j], float(sims[j])
-
-    def __len__(self) -> int:
-        return len(self.lessons)
-
-
-def build_expel(tasks: list[Task], *, backbone: Backbone, world: World, config: CounterMemConfig, edits: EditModel,
-                ledger: Ledger, episode0: int, embedder: HashingEmbedder | None = None) -> ExpeLMemory:
-    """Solve each source task memory-free, then extract one lesson from its trajectory."""
-    mem = ExpeLMemory(embedder or HashingEmbedder())
-    for i, task in enumerate(tasks):
-        ep = run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode0 + i,
-                         max_attempts=config.agent.max_attempts, draft=draft_once(backbone))
-        history = [Attempt(d.action, d.feedback, d.score) for d in ep.decisions]
-        ins = backbone.extract_insight(InsightRequest(task, tuple(history), ep.solved, episode0 + i))
-        ledger.llm(task.task_id, ins.usage, verification=True)
-        if ins.lesson:
-            mem.add(task.task_id, f"{task.question}\n{history[0].action}", ins.lesson)
-    return mem
-
-
-def expel_episode(task: Task, *, backbone: Backbone, world: World, config: CounterMemConfig, memory: ExpeLMemory,
-                  edits: EditModel, ledger: Ledger, episode: int) -> Episode:
-    """One task with the most similar lesson always in context (ExpeL-style)."""
-
-    def consult(task: Task, history: Sequence[Attempt], proposal: Proposal, *, episode: int, attempt: int,
-                tokens_so_far: int, ledger: Ledger) -> Consultation:
-        hit = memory.top1(task, f"{task.question}\n{proposal.draft}")
-        if hit is None:
-            return Consultation(proposal.draft)
-        rv = backbone.revise_with_record(ReviseRequest(
-            task, tuple(history), proposal.draft, MemoryText("lesson", prompts.render_lesson(memory.lessons[hit[0]])),
-            episode))
-        ledger.llm(task.task_id, rv.usage)
-        return Consultation(rv.action, used=True, slot=1, n_retrieved=1, tokens=rv.usage.total,
-                            memory_tokens=rv.usage.total)
-
-    def after(task: Task, history: Sequence[Attempt], d: Decision, out: Outcome, **_) -> AfterResult | None:
-        if d.slot == 0:
-            return None
-        ref = float(world.evaluate(task, d.draft).score) if d.changed else None  # measurement, off the ledger
-        return AfterResult(label=reuse_label(d.changed, out.solved, out.score, ref), reference=ref)
-
-    return run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode,
-                       max_attempts=config.agent.max_attempts, draft=draft_once(backbone), consult=consult, after=after)
 
 
 # --------------------------------------------------------------------------- WM without CF

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from cfjax.config import GeneratorConfig
 from cfjax.countermem.store import Admission, Candidate, MemoryStore
 from cfjax.infra.ledger import Ledger
-from cfjax.llm.base import AlternativesRequest, Attempt, Backbone, DistilRequest
-from cfjax.types import Task
-from cfjax.types import EditError, EditModel, Outcome, World
+from cfjax.countermem.calls import DISTIL_RECORD, GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest, DistilRequest
+from cfjax.types import Attempt, Backbone, EditError, EditModel, Outcome, Task, World
 
 __all__ = ["Alternative", "Expansion", "propose_alternatives", "expand_failure"]
 
@@ -90,7 +89,7 @@ def propose_alternatives(
         out.append(Alternative(new, i, diff[1].text, diff[2].text, source))
 
     if config.use_backbone:
-        res = backbone.generate_local_alternatives(AlternativesRequest(
+        res = backbone.call(GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest(
             task, tuple(history), action, outcome.feedback, [u.text for u in units], config.k_alternatives, episode))
         ledger.llm(task.task_id, res.usage, verification=True)
         for i, text in res.edits:
@@ -141,7 +140,7 @@ def expand_failure(
         if first is not None:
             exp_.eligible += 1
             evidence = "Unverified: the edit was proposed but never checked against the evaluator."
-            dist = backbone.distil_record(DistilRequest(task, action, first.action, first.unit_before,
+            dist = backbone.call(DISTIL_RECORD, DistilRequest(task, action, first.action, first.unit_before,
                                                         first.unit_after, evidence, episode))
             ledger.llm(task.task_id, dist.usage, verification=True)
             after = min(1.0, float(outcome.score) + config.unverified_delta)
@@ -163,7 +162,7 @@ def expand_failure(
         exp_.eligible += 1
         evidence = (f"From the same state: original scored {outcome.score:.2f} "
                     f"({outcome.feedback[:200]}); edited scored {o2.score:.2f} ({o2.feedback[:200]}).")
-        dist = backbone.distil_record(DistilRequest(task, action, alt.action, alt.unit_before, alt.unit_after,
+        dist = backbone.call(DISTIL_RECORD, DistilRequest(task, action, alt.action, alt.unit_before, alt.unit_after,
                                                     evidence, episode))
         ledger.llm(task.task_id, dist.usage, verification=True)
         cand = Candidate(task.task_id, dist.situation or "(no situation given)", action, alt.action,

@@ -61,10 +61,13 @@ def _best_of_n(ctx: "UnitContext") -> dict:
 
 def _expel(ctx: "UnitContext") -> dict:
     """ExpeL-style lessons from T_build trajectories, the most similar one always shown."""
-    mem = B.build_expel(list(ctx.splits.build), backbone=ctx.backbone, world=ctx.world, config=ctx.config,
+    from cfjax.expel import build_expel, expel_episode
+
+    mem = build_expel(list(ctx.splits.build), backbone=ctx.backbone, world=ctx.world,
+                      max_attempts=ctx.config.agent.max_attempts,
                         edits=ctx.suite.edits, ledger=Ledger("expel/build"), episode0=_EP_BUILD)
-    m = ctx.run_rows("expel", lambda e, tk, led: B.expel_episode(
-        tk, backbone=ctx.backbone, world=ctx.world, config=ctx.config, memory=mem, edits=ctx.suite.edits,
+    m = ctx.run_rows("expel", lambda e, tk, led: expel_episode(
+        tk, backbone=ctx.backbone, world=ctx.world, max_attempts=ctx.config.agent.max_attempts, memory=mem, edits=ctx.suite.edits,
         ledger=led, episode=e), memory=True)
     m["lessons"] = len(mem)
     return m

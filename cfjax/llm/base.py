@@ -1,11 +1,12 @@
-"""The ``Backbone`` protocol: the four calls CounterMem makes of an executor.
+"""Text backbones: one generic call, ``call(kind, request) → result``.
 
-Every backbone — a real LLM behind an OpenAI-compatible server or the
-seeded scripted simulator — is driven through the *same* rendered prompts
-and the *same* parsers (``cfjax.llm.prompts``, papers/countermem.md App. D.8):
-a :class:`TextBackbone` renders the template, obtains a completion from
-``_complete`` and parses it. Token accounting therefore counts identical
-prompt text for every backbone.
+Every backbone — a real LLM behind an OpenAI-compatible server, a local transformers model or the
+seeded scripted simulator — is driven through the *same* rendered prompts and the *same* parsers:
+a :class:`~cfjax.types.CallKind` (registered by the system that makes the call: the agent loop's in
+:mod:`cfjax.llm.calls`, CounterMem's in ``cfjax.countermem.calls``, …) renders the template, a
+:class:`TextBackbone` obtains a completion from ``_complete`` and the kind parses it. Token
+accounting therefore counts identical prompt text for every backbone, and adding a memory system
+with new calls changes no backbone.
 
 Every text backbone can share an on-disk response cache
 (:class:`cfjax.llm.cache.ResponseCache`): set ``backbone.cache`` and implement
@@ -18,11 +19,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
-from cfjax.llm import prompts
-from cfjax.types import (AlternativesRequest, AlternativesResult, Attempt, Backbone, Completion, DistilRequest,
-                         DistilResult, DraftRequest, DraftResult, InsightRequest, InsightResult, JudgeRequest,
-                         JudgeResult, MemoryResult, ReviseMemoryRequest, ReviseRequest, ReviseResult, Usage,
-                         WriteMemoryRequest)
+from typing import TypeVar
+
+from cfjax.types import (Attempt, Backbone, CallKind, Completion, DraftRequest, DraftResult, JudgeRequest,
+                         JudgeResult, ReviseRequest, ReviseResult, Usage)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cfjax.llm.cache import ResponseCache
@@ -31,22 +31,20 @@ __all__ = [
     "Usage",
     "Attempt",
     "DraftRequest",
-    "AlternativesRequest",
-    "DistilRequest",
     "ReviseRequest",
     "Completion",
     "DraftResult",
-    "AlternativesResult",
-    "DistilResult",
     "ReviseResult",
     "JudgeRequest",
     "JudgeResult",
-    "InsightRequest",
-    "InsightResult",
     "Backbone",
+    "CallKind",
     "TextBackbone",
     "CACHE_IDENTITY_KEYS",
 ]
+
+Req = TypeVar("Req")
+Res = TypeVar("Res")
 
 #: Keys every :meth:`TextBackbone.cache_identity` must contain.
 CACHE_IDENTITY_KEYS = ("backend", "model", "temperature", "seed")
@@ -130,48 +128,10 @@ class TextBackbone(ABC):
             cache.put(key, c)
         return c
 
-    def draft_action(self, req: DraftRequest) -> DraftResult:
-        prompt = prompts.render_draft(req)
-        c = self._call(prompts.DRAFT_ACTION, prompt, req)
-        return DraftResult(prompts.parse_action(c.text), c.usage, c.text, prompts.parse_applied(c.text))
-
-    def generate_local_alternatives(self, req: AlternativesRequest) -> AlternativesResult:
-        prompt = prompts.render_alternatives(req)
-        c = self._call(prompts.GENERATE_LOCAL_ALTERNATIVES, prompt, req)
-        edits = prompts.parse_edits(c.text, n_units=len(req.units), k=req.k)
-        return AlternativesResult(tuple(edits), c.usage, c.text)
-
-    def distil_record(self, req: DistilRequest) -> DistilResult:
-        prompt = prompts.render_distil(req)
-        c = self._call(prompts.DISTIL_RECORD, prompt, req)
-        situation, condition = prompts.parse_distil(c.text)
-        return DistilResult(situation, condition, c.usage, c.text)
-
-    def revise_with_record(self, req: ReviseRequest) -> ReviseResult:
-        prompt = prompts.render_revise(req)
-        c = self._call(prompts.REVISE_WITH_RECORD, prompt, req)
-        action = prompts.parse_action(c.text, default=req.draft)
-        return ReviseResult(action, c.usage, c.text)
-
-    def judge_candidates(self, req: JudgeRequest) -> JudgeResult:
-        prompt = prompts.render_judge(req)
-        c = self._call(prompts.BEST_OF_N_JUDGE, prompt, req)
-        k = prompts.parse_choice(c.text, len(req.candidates))
-        return JudgeResult(0 if k is None else k, k is not None, c.usage, c.text)
-
-    def extract_insight(self, req: InsightRequest) -> InsightResult:
-        prompt = prompts.render_insight(req)
-        c = self._call(prompts.EXPEL_INSIGHT, prompt, req)
-        return InsightResult(prompts.parse_lesson(c.text), c.usage, c.text)
-
-    def write_memory(self, req: WriteMemoryRequest) -> MemoryResult:
-        """WRITE_MEMORY (UpliftMem App. B.3): one memory candidate from a completed trajectory."""
-        prompt = prompts.render_write_memory(req)
-        c = self._call(prompts.WRITE_MEMORY, prompt, req)
-        return MemoryResult(prompts.parse_memory(c.text), c.usage, c.text)
-
-    def revise_memory(self, req: ReviseMemoryRequest) -> MemoryResult:
-        """REVISE_MEMORY (UpliftMem App. B.3, E.5): a revised candidate."""
-        prompt = prompts.render_revise_memory(req)
-        c = self._call(prompts.REVISE_MEMORY, prompt, req)
-        return MemoryResult(prompts.parse_memory(c.text), c.usage, c.text)
+    def call(self, kind: CallKind[Req, Res], req: Req) -> Res:
+        """The one generic call: render ``kind``'s template for ``req``, complete it (behind the
+        response cache), parse the reply into ``kind``'s result. Every backbone serves every
+        registered call kind this way; none needs an edit when a memory system adds a kind."""
+        prompt = kind.render(req)
+        c = self._call(kind.name, prompt, req)
+        return kind.parse(c.text, req, c.usage)

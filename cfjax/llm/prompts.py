@@ -19,33 +19,22 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cfjax.types import (AlternativesRequest, Attempt, DistilRequest, DraftRequest, InsightRequest, JudgeRequest,
-                             MemoryText, ReviseMemoryRequest, ReviseRequest, Task, WriteMemoryRequest)
+    from cfjax.types import Attempt, DraftRequest, JudgeRequest, MemoryText, ReviseRequest, Task
 
 __all__ = [
     "DRAFT_ACTION",
-    "GENERATE_LOCAL_ALTERNATIVES",
-    "DISTIL_RECORD",
     "REVISE_WITH_RECORD",
     "BEST_OF_N_JUDGE",
-    "EXPEL_INSIGHT",
     "LIMITS",
     "truncate",
     "count_tokens",
     "render_record",
     "render_draft",
-    "render_alternatives",
-    "render_distil",
     "render_revise",
     "parse_action",
-    "parse_edits",
-    "parse_distil",
     "format_action",
     "render_judge",
     "parse_choice",
-    "render_insight",
-    "parse_lesson",
-    "render_lesson",
     "render_memory",
     "render_attrs",
     "MEMORY_HEADERS",
@@ -55,28 +44,21 @@ __all__ = [
     "parse_rule_sections",
     "FACTUAL_NOTES_HEADER",
     "parse_applied",
-    "WRITE_MEMORY",
-    "REVISE_MEMORY",
     "render_memory_set",
     "split_memory_set",
-    "render_write_memory",
-    "render_revise_memory",
-    "parse_memory",
     "render_trigger",
     "render_fix",
     "parse_memory_lines",
     "MemoryLines",
+    "render_trajectory",
+    "system_line",
+    "action_noun",
+    "code_fence",
 ]
 
 DRAFT_ACTION = "DRAFT_ACTION"
-GENERATE_LOCAL_ALTERNATIVES = "GENERATE_LOCAL_ALTERNATIVES"
-DISTIL_RECORD = "DISTIL_RECORD"
 REVISE_WITH_RECORD = "REVISE_WITH_RECORD"
 BEST_OF_N_JUDGE = "BEST_OF_N_JUDGE"
-EXPEL_INSIGHT = "EXPEL_INSIGHT"
-WRITE_MEMORY = "WRITE_MEMORY"
-REVISE_MEMORY = "REVISE_MEMORY"
-
 #: Characters kept per prompt field before rendering (App. D.8).
 LIMITS: dict[str, int] = {
     "state": 2500,
@@ -220,38 +202,6 @@ def render_draft(req: "DraftRequest") -> str:
     )
 
 
-def render_alternatives(req: "AlternativesRequest") -> str:
-    t = req.task
-    units = truncate("\n".join(f"[{i}] {u}" for i, u in enumerate(req.units)), "units")
-    return (
-        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
-        f"{truncate(t.context, 'context')}\n\n### Failed action\n{truncate(req.action, 'action')}\n\n"
-        f"### Evaluator feedback\n{truncate(req.feedback, 'feedback')}\n\n### Decision units\n{units}\n\n"
-        f"### Instructions\nPropose at most {req.k} local edits. Each edit replaces exactly ONE "
-        f"decision unit; do not write a complete replacement {_noun(t)}. One edit per line:\n"
-        "EDIT: REPLACE [<unit index>] WITH <new unit text>"
-    )
-
-
-def render_distil(req: "DistilRequest") -> str:
-    t = req.task
-    return (
-        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
-        f"{truncate(t.context, 'context')}\n\n### Original action\n{truncate(req.original, 'action')}\n\n"
-        f"### Improved action (checked from the same state)\n{truncate(req.improved, 'action')}\n\n"
-        f"### Changed decision unit\n{req.unit_before} -> {req.unit_after}\n\n"
-        f"### Evidence\n{truncate(req.evidence, 'feedback')}\n\n"
-        "### Instructions\nDistil the checked contrast into a reusable record. Reply with two lines:\n"
-        "SITUATION: <what went wrong, in general terms>\n"
-        "CONDITION: <a requirement of the NEW task that must hold before applying this. It must be "
-        "checkable and it must be able to be FALSE for a task that looks similar. Write \"none\" only "
-        "if no such requirement exists.>\n"
-        "Conditions use: question contains \"<phrase>\", <attribute> = \"<value>\", <attribute> != "
-        "\"<value>\", has <attribute>, combined with and / or / not and parentheses.\n"
-        f"Attributes a new task is described by (name = value for this task):\n{render_attrs(t.attrs)}"
-    )
-
-
 def render_attrs(attrs: "Mapping[str, Any]") -> str:
     """The observable attribute vocabulary a condition may use, with this task's values (not the question,
     which conditions test with ``question contains``)."""
@@ -313,40 +263,6 @@ def parse_choice(text: str, n: int) -> int | None:
         return None
     k = int(m.group(1))
     return k - 1 if 1 <= k <= n else None
-
-
-def render_insight(req: "InsightRequest") -> str:
-    """EXPEL_INSIGHT: one transferable lesson from a completed attempt (ExpeL baseline)."""
-    t = req.task
-    traj = _trajectory_text(req.trajectory, empty="")
-    return (
-        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Trajectory ({'solved' if req.solved else 'not solved'})\n"
-        f"{traj}\n\nAttributes of this task (name = value; the same list the CounterMem distiller sees):\n"
-        f"{render_attrs(t.attrs)}\n\n### Instructions\nExtract one transferable lesson for future tasks. Reply with\n"
-        "LESSON: <the lesson, or none>\nand, if the lesson is a concrete change of one decision unit, a line\n"
-        "EDIT: <unit before> -> <unit after>"
-    )
-
-
-_LESSON_RE = re.compile(r"^\s*LESSON:[ \t]*(\S.*?)\s*$", re.M)
-
-
-def parse_lesson(text: str) -> str:
-    """The lesson text plus its ``EDIT:`` line when present; ``""`` for none or a missing line."""
-    m = _LESSON_RE.search(text)
-    if not m or m.group(1).strip().lower().rstrip(".") == "none":
-        return ""
-    out = m.group(1)
-    for line in text.splitlines():
-        if line.strip().startswith("EDIT:") and " -> " in line:
-            out += "\n" + line.strip()
-            break
-    return out
-
-
-def render_lesson(lesson: str) -> str:
-    """How an ExpeL lesson is shown to REVISE_WITH_RECORD (no condition, no evidence: none was checked)."""
-    return truncate(f"LESSON (from an earlier task, unchecked): {lesson}", "record")
 
 
 # --------------------------------------------------------------------------- machine-readable memory lines
@@ -412,9 +328,6 @@ def parse_rule_lines(text: str) -> list[tuple[str, str | None, str, str]]:
 
 _FENCE_RE = re.compile(r"```(?:[a-zA-Z0-9_+-]*)\s*\n(.*?)```", re.S)
 _ACTION_LINE_RE = re.compile(r"^\s*ACTION:[ \t]*(\S.*)$", re.M)
-_EDIT_RE = re.compile(r"^\s*EDIT(?:\s*\d+)?:\s*REPLACE\s*\[(\d+)\]\s*WITH[ \t]*(\S.*?)\s*$", re.M | re.I)
-
-
 def parse_action(text: str, default: str = "") -> str:
     """The first fenced block after ``ACTION:`` (or any fenced block, or an
     ``ACTION: <query>`` line); ``default`` when none is present."""
@@ -427,39 +340,6 @@ def parse_action(text: str, default: str = "") -> str:
     if m2:
         return m2.group(1).strip()
     return default
-
-
-def parse_edits(text: str, n_units: int, k: int) -> list[tuple[int, str]]:
-    """``EDIT: REPLACE [i] WITH <text>`` lines → ``[(i, text)]``.
-
-    Lines naming a unit outside ``[0, n_units)`` or with an empty replacement
-    are dropped; duplicates are dropped; at most ``k`` edits are kept.
-    """
-    out: list[tuple[int, str]] = []
-    if k <= 0:
-        return out
-    for m in _EDIT_RE.finditer(text):
-        i, repl = int(m.group(1)), m.group(2).strip().strip("`").strip()
-        if 0 <= i < n_units and repl and (i, repl) not in out:
-            out.append((i, repl))
-        if len(out) >= k:
-            break
-    return out
-
-
-_SIT_RE = re.compile(r"^\s*SITUATION:[ \t]*(\S.*?)\s*$", re.M)
-_COND_RE = re.compile(r"^\s*CONDITION:[ \t]*(\S.*?)\s*$", re.M)
-
-
-def parse_distil(text: str) -> tuple[str, str]:
-    """``(situation, condition)``; empty strings where a line is missing.
-
-    ``"none"`` is returned as ``"none"``: the condition parser maps it to the
-    empty (universal) condition, an empty string is unparsable and rejected.
-    """
-    s = _SIT_RE.search(text)
-    c = _COND_RE.search(text)
-    return (s.group(1) if s else "", c.group(1) if c else "")
 
 
 # --------------------------------------------------------------------------- UpliftMem memory sets
@@ -522,61 +402,26 @@ def parse_memory_lines(text: str) -> MemoryLines:
                        sup.group(1) if sup else None)
 
 
-def _related_text(related: "Sequence[tuple[str, str]]") -> str:
-    if not related:
-        return "(none)"
-    return truncate("\n".join(f"[{mid}] {truncate(t, 'record')}" for mid, t in related), "trajectory")
-
-
-def _trajectory_text(trajectory: "Sequence[Attempt]", empty: str = "(no attempts)") -> str:
+def render_trajectory(trajectory: "Sequence[Attempt]", empty: str = "(no attempts)") -> str:
     """A finished trajectory, attempt by attempt (``empty`` when there is none), within the trajectory limit."""
     return truncate("\n".join(
         f"Attempt {i}: {truncate(a.action, 'action')}\nFeedback: {truncate(a.feedback, 'feedback')}"
         for i, a in enumerate(trajectory, 1)) or empty, "trajectory")
 
 
-_MEMORY_CONTRACT = (
-    "Reply with\nMEMORY:\n<one short transferable memory>\nEND MEMORY\nor MEMORY: none. Put the concrete change on "
-    "one machine-readable line\nRULE <id>: WHEN question contains \"<phrase of this task>\" REPLACE `<unit before>` "
-    "WITH `<unit after>`\n(or ALWAYS instead of the WHEN clause if it holds for every task). If the memory updates "
-    "a related memory, add a line SUPERSEDES: <its id>. Do not copy task-specific literals that would not "
-    "transfer, and never mention tests or the evaluator.")
+# --------------------------------------------------------------------------- building blocks for the templates
+# that memory systems register beside their own code (``cfjax.countermem.calls``, ``cfjax.expel``, ...)
+
+def system_line(task: "Task") -> str:
+    """The system line of the task's action language (from its domain's :class:`~cfjax.types.DomainInfo`)."""
+    return _system(task)
 
 
-def render_write_memory(req: "WriteMemoryRequest") -> str:
-    """WRITE_MEMORY (UpliftMem App. B.3, E.4 W1–W4): one memory from a completed trajectory."""
-    t = req.task
-    return (
-        f"{_system(t)}\n\n### Task\n{t.question}\n\n### Trajectory ({'solved' if req.solved else 'not solved'})\n"
-        f"{_trajectory_text(req.trajectory)}\n\n### Optional related memories\n{_related_text(req.related)}\n\n"
-        f"### Instructions\nWrite one memory that would help an agent on similar future tasks. {_MEMORY_CONTRACT}"
-    )
+def action_noun(task: "Task") -> str:
+    """What an action of the task's language is called ("query", "function", "encoding")."""
+    return _noun(task)
 
 
-def render_revise_memory(req: "ReviseMemoryRequest") -> str:
-    """REVISE_MEMORY (App. E.5, W5): revise a candidate that did not give enough uplift."""
-    t = req.task
-    uplift = req.utility_with - req.utility_without
-    return (
-        f"{_system(t)}\n\nRevise a memory that did not provide enough uplift on this task.\n\n### Task\n"
-        f"{t.question}\n\n### Current memory (latest validated candidate)\n{truncate(req.memory, 'record')}\n\n"
-        f"### Agent's actual trajectory with this memory\n{_trajectory_text(req.trajectory)}\n\n### Outcome\n"
-        f"- Success: {req.solved}\n- Utility with memory: {req.utility_with:.3f}\n"
-        f"- Utility without memory: {req.utility_without:.3f}\n- Uplift: {uplift:+.3f} (target > 0)\n\n"
-        f"### Optional related memories\n{_related_text(req.related)}\n\n### Instructions\nContrast the memory's "
-        "intended change with the actual trajectory and outcome; keep only what the evidence supports and revise "
-        f"the one decision that limited the result. {_MEMORY_CONTRACT}"
-    )
-
-
-_MEMORY_RE = re.compile(r"MEMORY:[ \t]*\n(.*?)\n[ \t]*END MEMORY", re.S)
-_MEMORY_NONE_RE = re.compile(r"^\s*MEMORY:\s*none\.?\s*$", re.M | re.I)
-
-
-def parse_memory(text: str) -> str:
-    """The memory between ``MEMORY:`` and ``END MEMORY`` (trimmed, truncated to the record limit);
-    ``""`` for ``MEMORY: none`` or a reply that does not follow the contract."""
-    if _MEMORY_NONE_RE.search(text):
-        return ""
-    m = _MEMORY_RE.search(text)
-    return truncate(m.group(1).strip(), "record") if m else ""
+def code_fence(task: "Task") -> str:
+    """The code-fence language of the task's actions."""
+    return _fence(task)

@@ -42,26 +42,12 @@ patterns noted under raw past records), carried by the domain's
 :meth:`~cfjax.types.EditModel.transfer`; the reply lists them on an
 ``APPLIED:`` line.
 
-**Local alternatives** (GENERATE_LOCAL_ALTERNATIVES). With ``p_propose_fix``
-(the driver's competence draw, made from its own seed) the reply contains one
-true one-unit fix, which it asks of the competence interface
-(:meth:`ScriptedDomain.true_fixes`); the remaining slots up to K are filled
-with *plausible distractors* — the domain's rule operators (which include
-edits beyond the inverses of the simulated slips) and, for a short action that
-offers fewer than K of them, second-order edits of the same unit — never the
-true fix. So on a
-failed draft that one unit edit can fix, the fix is among the K alternatives
-with probability ``p_propose_fix`` (a test measures it on every suite); a
-draft with two wrong units has no one-unit fix.
-
-**Distillation** (DISTIL_RECORD). The situation text names the question's
-cue phrase and the masked edit. The condition uses only the observable
-attributes the prompt lists (``render_attrs``): the *semantic* lexicon
-attribute of the source question with probability ``p_condition_semantic``
-(e.g. ``boundary = "inclusive" and bound_side = "lower"``), the cue phrase
-(``question contains "at least"``: fails on new surfaces) with
-``p_condition_surface``, and otherwise *too broad* (``none`` or only the
-column type) — a realistic failure that the look-alike tasks expose.
+**The calls of memory systems** are answered by the handler each system registers with its call
+kind (:class:`~cfjax.types.CallKind`): CounterMem's local alternatives and distillation
+(``cfjax.countermem.calls``), ExpeL's lessons (``cfjax.expel.calls``), UpliftMem's writer and reviser
+(``cfjax.uplift.calls``). Each documents its competence model there; every draw comes from
+:meth:`ScriptedBackbone.rng` and every parameter from :class:`ScriptedConfig` (one table, fixed before
+any result is seen, the same for every row).
 
 **Revision** (REVISE_WITH_RECORD). The backbone reads the rendered record's
 ``EDIT:`` line and carries the edit onto the first draft unit with the same
@@ -74,12 +60,6 @@ draft unchanged anyway.
 **Best-of-N judge** (BEST_OF_N_JUDGE). The judge cannot execute anything:
 it picks the candidate written most often among the N (self-consistency;
 ties → the lowest index) and, with ``p_judge_random``, a uniformly random one.
-
-**ExpeL lessons** (EXPEL_INSIGHT). From a trajectory that failed and then
-succeeded, the lesson is the one-unit contrast of the last failed and the
-final action; from a trajectory that only failed, a *guess* (one random rule
-edit of the last failed action — the extractor cannot check it); a
-first-attempt success yields no lesson.
 
 All randomness is drawn from ``random.Random`` seeded by a stable hash of
 ``(seed, call, task_id, episode, attempt, sample)``: the same inputs give the
@@ -97,8 +77,9 @@ from typing import Any
 from cfjax.config.scripted import ScriptedConfig  # re-exported: the simulator's competence parameters
 from cfjax.llm import prompts
 from cfjax.llm.base import TextBackbone
-from cfjax.types import (AlternativesRequest, Completion, DistilRequest, DraftRequest, EditError, EditModel,
-                         InsightRequest, JudgeRequest, MemoryText, ReviseRequest, Task, Usage, contains_phrase)
+from cfjax.registry import CALLS
+from cfjax.types import (Completion, DraftRequest, EditError, EditModel, JudgeRequest, MemoryText, ReviseRequest, Task,
+                         Usage, contains_phrase)
 
 __all__ = ["ScriptedConfig", "ScriptedDomain", "ScriptedBackbone", "SCRIPTED_LABEL", "stable_seed"]
 
@@ -179,40 +160,29 @@ class ScriptedBackbone(TextBackbone):
         self.name = f"scripted-{domain.name}(seed={config.seed})"
 
     # ------------------------------------------------------------------ plumbing
-    def _rng(self, *key: object) -> random.Random:
+    def rng(self, *key: object) -> random.Random:
+        """A generator seeded by ``(config.seed, *key)`` (stable across processes): every competence
+        draw of a call kind's scripted handler comes from one of these."""
         return random.Random(stable_seed(self.config.seed, *key))
 
     def _complete(self, kind: str, prompt: str, req: object) -> Completion:
-        if kind == prompts.DRAFT_ACTION:
-            action, applied = self._draft(req)  # type: ignore[arg-type]
-            text = prompts.format_action(action, req.task.domain)  # type: ignore[attr-defined]
-            if applied:
-                text += "\nAPPLIED: " + ", ".join(applied)
-        elif kind == prompts.GENERATE_LOCAL_ALTERNATIVES:
-            text = self._alternatives(req)  # type: ignore[arg-type]
-        elif kind == prompts.DISTIL_RECORD:
-            text = self._distil(req)  # type: ignore[arg-type]
-        elif kind == prompts.REVISE_WITH_RECORD:
-            text = prompts.format_action(self._revise(req), req.task.domain)  # type: ignore[attr-defined]
-        elif kind == prompts.BEST_OF_N_JUDGE:
-            text = self._judge(req)  # type: ignore[arg-type]
-        elif kind == prompts.EXPEL_INSIGHT:
-            text = self._insight(req)  # type: ignore[arg-type]
-        elif kind == prompts.WRITE_MEMORY:
-            text = self._write_memory(req)  # type: ignore[arg-type]
-        elif kind == prompts.REVISE_MEMORY:
-            text = self._revise_memory(req)  # type: ignore[arg-type]
-        else:
-            raise ValueError(f"the scripted backbone has no behaviour for template {kind!r}")
+        """The simulator's reply to a registered call kind (its ``scripted`` handler, given this
+        backbone: :meth:`rng`, ``config``, ``domain``, ``edits``), with counted tokens."""
+        handler = CALLS.get(kind).scripted
+        if handler is None:
+            raise ValueError(f"the scripted backbone has no behaviour for call kind {kind!r} "
+                             "(its CallKind registers no scripted handler)")
+        text = handler(self, req)
         return Completion(text, Usage(prompts.count_tokens(prompt), prompts.count_tokens(text)))
 
     # ------------------------------------------------------------------ drafts
-    def _draft(self, req: DraftRequest) -> tuple[str, tuple[str, ...]]:
+    def draft(self, req: DraftRequest) -> tuple[str, tuple[str, ...]]:
+        """DRAFT_ACTION: the action and the ids of the memory it followed (module docstring)."""
         c = self.config
         task = req.task
         ed = self.edits
         attempt = len(req.history)
-        rng = self._rng("draft", task.task_id, req.episode, attempt, req.sample)
+        rng = self.rng("draft", task.task_id, req.episode, attempt, req.sample)
         action = self.domain.draft(task, attempt, rng, c)
         if rng.random() < c.p_noise:
             edits = ed.rule_edits(action, self.domain.env(task))
@@ -270,7 +240,7 @@ class ScriptedBackbone(TextBackbone):
         applied: list[str] = []
 
         def draw(*k: object) -> float:
-            return self._rng("follow", task.task_id, *key, *k).random()
+            return self.rng("follow", task.task_id, *key, *k).random()
 
         for mid, p in parsed.items():
             if mid in updated_by and draw(mid, "outdated") >= c.p_outdated_confusion:
@@ -324,84 +294,10 @@ class ScriptedBackbone(TextBackbone):
                 applied.append(rule_id)
         return action, tuple(applied)
 
-    # ------------------------------------------------------------------ Module I
-    def _alternatives(self, req: AlternativesRequest) -> str:
-        c = self.config
-        rng = self._rng("alternatives", req.task.task_id, req.episode, req.action)
-        lines: list[str] = []
-        try:
-            fixes = self.domain.true_fixes(req.task, req.action)  # competence interface (world side)
-        except EditError:
-            return "EDIT: (the action does not parse; no local edit proposed)"
-        wrong = sorted(fixes)
-        if wrong and rng.random() < c.p_propose_fix:
-            i = rng.choice(wrong)
-            lines.append(f"EDIT: REPLACE [{i}] WITH {fixes[i]}")
-        for i, text in self._distractors(req, fixes, rng, req.k - len(lines)):
-            lines.append(f"EDIT: REPLACE [{i}] WITH {text}")
-        return "\n".join(lines)
-
-    def _distractors(self, req: AlternativesRequest, fixes: dict[int, str], rng: random.Random, n: int
-                     ) -> list[tuple[int, str]]:
-        """Up to ``n`` plausible wrong one-unit edits of ``req.action``, never a true fix: the domain's
-        rule operators first (shuffled), then — when an action offers fewer than ``n`` — second-order
-        edits of the same unit (a rule operator applied to a first-order edit), as a model asked for K
-        alternatives writes K even for a short action."""
-        ed = self.edits
-        env = self.domain.env(req.task)
-        try:
-            units = [u.text for u in ed.units(req.action)]
-        except EditError:
-            return []
-        first = ed.rule_edits(req.action, env)
-        rng.shuffle(first)
-        out: list[tuple[int, str]] = []
-        seen = {(i, t) for i, t in enumerate(units)}
-
-        def take(i: int, text: str) -> None:
-            if len(out) < n and (i, text) not in seen and fixes.get(i) != text:
-                seen.add((i, text))
-                out.append((i, text))
-
-        for i, text in first:
-            take(i, text)
-        if len(out) < n:
-            second = []
-            for i, text in first:
-                try:
-                    nxt = ed.replace_unit(req.action, i, text)
-                except EditError:
-                    continue
-                second += [(j, t2) for j, t2 in ed.rule_edits(nxt, env) if j == i]
-            rng.shuffle(second)
-            for i, text in second:
-                take(i, text)
-        return out
-
-    # ------------------------------------------------------------------ Module II
-    def _distil(self, req: DistilRequest) -> str:
-        c = self.config
-        t = req.task
-        ed = self.edits
-        rng = self._rng("distil", t.task_id, req.episode, req.unit_before, req.unit_after)
-        cues = list(t.attrs.get("cues", ()))
-        cue_text = f"The question says '{cues[0]}'. " if cues else ""
-        situation = (f"{cue_text}A {self.domain.unit_kind_name(req.unit_before)} of the form "
-                     f"`{ed.signature(req.unit_before)}` gave the wrong result; `{ed.signature(req.unit_after)}` "
-                     "fixed it.")
-        u = rng.random()
-        semantic = [k for k in self.domain.semantic_keys if k in t.attrs]
-        if u < c.p_condition_semantic and semantic:
-            cond = self.domain.semantic_condition(t, semantic[0])
-        elif u < c.p_condition_semantic + c.p_condition_surface and cues:
-            cond = f'question contains "{cues[0]}"'
-        else:  # too broad
-            cond = self.domain.broad_condition(t, rng)
-        return f"SITUATION: {situation}\nCONDITION: {cond}"
-
     # ------------------------------------------------------------------ Module III
-    def _revise(self, req: ReviseRequest) -> str:
-        rng = self._rng("revise", req.task.task_id, req.episode, len(req.history), req.sample, req.memory.text)
+    def revise(self, req: ReviseRequest) -> str:
+        """REVISE_WITH_RECORD: the draft with the shown memory's edit carried (module docstring)."""
+        rng = self.rng("revise", req.task.task_id, req.episode, len(req.history), req.sample, req.memory.text)
         if req.memory.kind in ("guidance", "trajectories"):
             return self._follow_rules(req.memory, req.task, req.draft, rng)[0]
         edit = prompts.parse_edit_line(req.memory.text)
@@ -412,10 +308,10 @@ class ScriptedBackbone(TextBackbone):
         return req.draft if moved is None else moved
 
     # ------------------------------------------------------------------ Best-of-N judge
-    def _judge(self, req: JudgeRequest) -> str:
+    def judge(self, req: JudgeRequest) -> str:
         """Self-consistency without execution: the candidate written most often wins
         (ties → the lowest index); with ``p_judge_random`` a uniformly random one."""
-        rng = self._rng("judge", req.task.task_id, req.episode, len(req.history))
+        rng = self.rng("judge", req.task.task_id, req.episode, len(req.history))
         n = len(req.candidates)
         if n == 0:
             return "CHOICE: 1"
@@ -425,133 +321,4 @@ class ScriptedBackbone(TextBackbone):
         counts = {a: norm.count(a) for a in norm}
         best = max(range(n), key=lambda i: (counts[norm[i]], -i))
         return f"CHOICE: {best + 1}"
-
-    # ------------------------------------------------------------------ UpliftMem writer and reviser
-    def _lesson_edit(self, task: Task, traj: list, solved: bool, rng: random.Random) -> tuple[str, str] | None:
-        """The one-unit change a trajectory supports: the contrast of the last failed and the final
-        (solved) action; from failures only, a *guess* (one rule edit of the last failed action)."""
-        ed = self.edits
-        if solved:
-            failed = next((a for a in reversed(traj[:-1]) if a.score < 1.0), None)
-            d = ed.diff_units(failed.action, traj[-1].action) if failed is not None else None
-            return None if d is None else (d[1].text, d[2].text)
-        last = traj[-1].action
-        try:
-            units = ed.units(last)
-        except EditError:
-            return None
-        rules = ed.rule_edits(last, self.domain.env(task))
-        if not rules:
-            return None
-        i, new = rules[rng.randrange(len(rules))]
-        return units[i].text, new
-
-    def _memory_text(self, task: Task, edit: tuple[str, str], cue: str | None, rng: random.Random,
-                     related: tuple = (), split: bool = False) -> str:
-        before, after = edit
-        tag = re.sub(r"\W+", "_", cue).strip("_") if cue else ""
-        sup = None
-        for mid, text in related:  # an update of a related memory with the same pattern but another fix
-            for _, _, b, a in prompts.parse_rule_lines(text):
-                if self.edits.signature(b) == self.edits.signature(before) and a != after:
-                    sup = mid
-                    break
-            if sup:
-                break
-        where = f"when the question says '{cue}'" if cue else "in every task"
-        if split and tag:
-            if rng.random() < 0.5:
-                body = (f"Scope note: {where}, the '{tag}' fix applies.\n" + prompts.render_trigger(tag, cue))
-            else:
-                body = (f"Fix note '{tag}': write `{after}` instead of `{before}`.\n"
-                        + prompts.render_fix(tag, before, after))
-        else:
-            rid = f"r{stable_seed(task.task_id, before, after) % 100000}"
-            body = (f"Lesson: {where}, write `{after}` instead of `{before}`.\n"
-                    + prompts.render_rule(rid, cue, before, after))
-        if sup:
-            body += f"\nSUPERSEDES: {sup}"
-        return f"MEMORY:\n{body}\nEND MEMORY"
-
-    def _write_memory(self, req) -> str:
-        """WRITE_MEMORY (scripted): the trajectory's one-unit lesson (:meth:`_lesson_edit`; none from a
-        first-attempt success), scoped by the task's first phrase with ``p_write_scoped`` (else
-        ``ALWAYS``: over-general), written as one of two linked notes (a trigger or a fix note, tagged
-        by the phrase) with ``p_write_split``, and marked ``SUPERSEDES`` a shown related memory that has
-        the same pattern and a different fix (an update)."""
-        c = self.config
-        traj = list(req.trajectory)
-        if not traj or (req.solved and len(traj) == 1):
-            return "MEMORY: none"
-        rng = self._rng("write", req.task.task_id, req.episode)
-        edit = self._lesson_edit(req.task, traj, req.solved, rng)
-        if edit is None:
-            return "MEMORY: none"
-        cues = list(req.task.attrs.get("cues", ()))
-        cue = cues[0] if cues and rng.random() < c.p_write_scoped else None
-        split = bool(cues) and rng.random() < c.p_write_split
-        return self._memory_text(req.task, edit, cue or (cues[0] if split else None), rng, tuple(req.related), split)
-
-    def _revise_memory(self, req) -> str:
-        """REVISE_MEMORY (scripted), from the candidate's own validation run: its failure→success
-        contrast when it has one (scoped by the task's phrase); otherwise an ``ALWAYS`` rule is narrowed
-        to the phrase with ``p_revise_narrow`` and a linked note is merged into one rule; otherwise a new
-        guess from the last failed action."""
-        c = self.config
-        traj = list(req.trajectory)
-        rng = self._rng("revise_memory", req.task.task_id, req.episode, req.revision, req.memory)
-        cues = list(req.task.attrs.get("cues", ()))
-        cue = cues[0] if cues else None
-        if traj and req.solved and len(traj) > 1:
-            edit = self._lesson_edit(req.task, traj, True, rng)
-            if edit is not None:
-                return self._memory_text(req.task, edit, cue, rng, tuple(req.related))
-        lines = prompts.parse_memory_lines(req.memory)
-        if lines.rules and lines.rules[0][1] is None and cue and rng.random() < c.p_revise_narrow:
-            _, _, b, a = lines.rules[0]
-            return self._memory_text(req.task, (b, a), cue, rng, tuple(req.related))
-        if lines.fixes and cue:
-            _, b, a = lines.fixes[0]
-            return self._memory_text(req.task, (b, a), cue, rng, tuple(req.related))
-        if not traj:
-            return "MEMORY: none"
-        edit = self._lesson_edit(req.task, traj, False, rng)
-        return "MEMORY: none" if edit is None else self._memory_text(req.task, edit, cue, rng, tuple(req.related))
-
-    # ------------------------------------------------------------------ ExpeL lesson
-    def _insight(self, req: InsightRequest) -> str:
-        """One lesson from a finished trajectory (ExpeL-style, never executed):
-
-        * a failure followed by a success → the contrast of the last failed and
-          the final action, when they differ in one unit (what changed);
-        * failures only → a *guess*: one rule edit of the last failed action,
-          picked at random (the extractor cannot check it);
-        * first-attempt success → no lesson.
-        """
-        traj = list(req.trajectory)
-        if not traj or (req.solved and len(traj) == 1):
-            return "LESSON: none"
-        ed = self.edits
-        rng = self._rng("insight", req.task.task_id, req.episode)
-        cues = list(req.task.attrs.get("cues", ()))
-        when = f"When the task says '{cues[0]}'" if cues else "In a task like this"
-        if req.solved:
-            failed = next((a for a in reversed(traj[:-1]) if a.score < 1.0), None)
-            d = ed.diff_units(failed.action, traj[-1].action) if failed is not None else None
-            if d is None:
-                return "LESSON: none"
-            _, ub, ua = d
-            return f"LESSON: {when}, write `{ua.text}` instead of `{ub.text}`.\nEDIT: {ub.text} -> {ua.text}"
-        last = traj[-1].action
-        rules = ed.rule_edits(last, self.domain.env(req.task))
-        try:
-            units = ed.units(last)
-        except EditError:
-            return "LESSON: none"
-        if not rules:
-            return "LESSON: none"
-        i, new = rules[rng.randrange(len(rules))]
-        return (f"LESSON: {when}, `{units[i].text}` was part of a failed attempt; try `{new}`.\n"
-                f"EDIT: {units[i].text} -> {new}")
-
 

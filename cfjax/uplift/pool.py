@@ -14,8 +14,8 @@ revision interfaces), App. D.3 (every validation attempt is an execution in the 
   ``u > τ_accept``. **Every validated version's label enters D_v, admitted or not** (issue 13; the paper
   keeps the selected version's) — the writer returns all of them.
 
-The writer and the reviser are ordinary backbone calls (:meth:`cfjax.llm.base.TextBackbone.write_memory`,
-:meth:`~cfjax.llm.base.TextBackbone.revise_memory`) with their own prompts, so an OpenAI-compatible
+The writer and the reviser are ordinary backbone calls (:data:`cfjax.uplift.calls.WRITE_MEMORY`,
+:data:`~cfjax.uplift.calls.REVISE_MEMORY`) with their own prompts, so an OpenAI-compatible
 model writes memories exactly as the scripted backbone does. They read the task, their own trajectory,
 the validation outcome and related memories — never an answer key.
 """
@@ -31,7 +31,8 @@ from cfjax.infra.embed import HashingEmbedder
 from cfjax.infra.index import IndexConfig, VectorIndex
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.prompts import count_tokens
-from cfjax.types import Attempt, Backbone, ReviseMemoryRequest, Task, WriteMemoryRequest
+from cfjax.types import Attempt, Backbone, Task
+from cfjax.uplift.calls import REVISE_MEMORY, WRITE_MEMORY, ReviseMemoryRequest, WriteMemoryRequest
 from cfjax.uplift.core import Label, Labeler, Memory
 
 __all__ = ["MemoryPool", "Writer", "WriteOutcome", "task_text"]
@@ -169,7 +170,7 @@ class Writer:
         ``validate=False`` (bootstrap only) admits the first candidate without executing it."""
         out = WriteOutcome()
         related = self._related(task)
-        res = self.backbone.write_memory(WriteMemoryRequest(task, tuple(trajectory), solved, related, seed))
+        res = self.backbone.call(WRITE_MEMORY, WriteMemoryRequest(task, tuple(trajectory), solved, related, seed))
         ledger.llm(task.task_id, res.usage)
         text = res.text
         if not text:
@@ -193,7 +194,7 @@ class Writer:
                 break
             if k == self.revisions:
                 break
-            rev = self.backbone.revise_memory(ReviseMemoryRequest(
+            rev = self.backbone.call(REVISE_MEMORY, ReviseMemoryRequest(
                 task, text, ex.trajectory, ex.solved, label.u_set, label.u_ref, k + 1, related, seed))
             ledger.llm(task.task_id, rev.usage)
             if not rev.text or rev.text == text:
