@@ -1,7 +1,17 @@
-"""ExpeL (Zhao et al., AAAI 2024) as a memory-system plugin: its call kind, its store, its registration."""
+"""ExpeL (Zhao et al., AAAI 2024) as a memory-system plugin, in the reduced form CounterMem's Table 1
+uses: its call kind (:mod:`cfjax.expel.calls`), its store (:mod:`cfjax.expel.memory`) and this one
+registration. Nothing else in the tree names it."""
 
 from cfjax.expel.calls import EXPEL_INSIGHT, InsightRequest, InsightResult, parse_lesson, render_insight, render_lesson
-from cfjax.expel.memory import ExpeLMemory, build_expel, expel_episode
+from cfjax.expel.memory import ExpeLMemory, ExpeLSystem
+from cfjax.memory import MemorySystemInfo
+from cfjax.registry import MEMORY_SYSTEMS
 
 __all__ = ["EXPEL_INSIGHT", "InsightRequest", "InsightResult", "parse_lesson", "render_insight", "render_lesson",
-           "ExpeLMemory", "build_expel", "expel_episode"]
+           "ExpeLMemory", "ExpeLSystem", "INFO"]
+
+#: the registration: a row of countermem run and antipersist run, a method of compare
+INFO = MEMORY_SYSTEMS.register("expel", MemorySystemInfo(
+    "expel", ExpeLSystem, show="revise", table="table1", reference="none",
+    description="ExpeL-style lessons from past trajectories, the most similar always shown (unchecked)",
+    paper="Zhao et al., ExpeL (AAAI 2024); papers/countermem.md App. D.5"))

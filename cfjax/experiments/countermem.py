@@ -46,7 +46,7 @@ from pathlib import Path
 
 from cfjax.config import CounterMemConfig
 from cfjax.countermem.agent import Agent, Episode, Policy, skip_policy
-from cfjax.experiments.metrics import row_metrics
+from cfjax.countermem.metrics import row_metrics
 from cfjax.countermem.pipeline import _EP_EVAL, _greedy_policy, construct, jitted_selector, train_selector
 from cfjax.countermem.store import MemoryStore
 from cfjax.infra.ledger import Ledger
@@ -54,13 +54,13 @@ from cfjax.llm.base import Backbone
 from cfjax.experiments.backbones import (BackboneSpec, backbone_spec, backbone_stats, default_cache_path,
                                          default_workers)
 from cfjax.experiments.common import finite, spread
-from cfjax.experiments.rows import ABLATION_ROWS, MAIN_ROWS, RETRIEVAL_ROWS, ROW_SPECS, ROWS
+from cfjax.experiments.rows import row_names, row_specs
 from cfjax.domains.base import TRANSFER_CONDITIONS, Suite, transfer_condition
 from cfjax.types import Splits, Task
 from cfjax.infra.cache import CachedWorld
 from cfjax.infra.executors import Executor, is_local
 
-__all__ = ["ROWS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS", "expand_rows", "row_metrics", "run_unit",
+__all__ = ["row_names", "row_specs", "expand_rows", "row_metrics", "run_unit",
            "BackboneSpec", "quick_splits", "resolve_suites", "backbone_spec", "progress_bars", "run_main", "make_jobs",
            "report_main", "RUN_FIGURES", "run_outputs", "backbone_stats", "default_cache_path",
            "default_workers"]
@@ -70,16 +70,18 @@ ProgressFactory = Callable[[str, int], object]
 
 
 def expand_rows(rows: Sequence[str]) -> tuple[str, ...]:
-    """Validate ``--rows`` (``all`` = every row); ``none`` and ``cf_memory`` are always run (the
-    pairing reference and the selector every intervention reuses)."""
+    """Validate ``--rows`` (``all`` = every row of :func:`~cfjax.experiments.rows.row_specs`);
+    ``none`` and ``cf_memory`` are always run (the pairing reference and the selector every
+    intervention reuses)."""
     rows = list(rows)
+    names = row_names()
     if "all" in rows:
-        return ROWS
-    bad = [r for r in rows if r not in ROWS]
+        return names
+    bad = [r for r in rows if r not in names]
     if bad:
-        raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(ROWS)} or 'all'")
+        raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(names)} or 'all'")
     out = ["none", "cf_memory"] + [r for r in rows if r not in ("none", "cf_memory")]
-    return tuple(r for r in ROWS if r in out)
+    return tuple(r for r in names if r in out)
 
 
 # --------------------------------------------------------------------------- one unit
@@ -224,9 +226,10 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         "none": lambda: _signal_after(ctx.none_ready, lambda: ctx.agent_rows("none", agent, skip_policy,
                                                                                memory=False)),
         "cf_memory": lambda: ctx.agent_rows("cf_memory", agent, greedy, memory=True)}
+    specs = row_specs()
     for name in rows:
-        if name in ROW_SPECS:  # none and cf_memory are above
-            runs[name] = lambda spec=ROW_SPECS[name]: spec.run(ctx)
+        if specs[name].run is not None:  # none and cf_memory are above
+            runs[name] = lambda spec=specs[name]: spec.run(ctx)
     t_eval = time.perf_counter()
     if on_phase is not None:
         on_phase("eval_start")
@@ -252,8 +255,9 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     if on_phase is not None:
         on_phase("eval_end")
     for name, (metrics, seconds) in done.items():
-        res[ROW_SPECS[name].section if name in ROW_SPECS else "rows"][name] = metrics
-        res["timing"][name if name in ROW_SPECS else f"eval_{name}"] = seconds
+        own = specs[name].run is not None
+        res[specs[name].section][name] = metrics
+        res["timing"][name if own else f"eval_{name}"] = seconds
     res["timing"]["eval_all_rows"] = round(time.perf_counter() - t_eval, 2)
 
     res["cache"] = {"hits": world.hits, "misses": world.misses}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cfjax.experiments.rows import ABLATION_ROWS, RETENTION_RULES, RETRIEVAL_ROWS, ROWS
+from cfjax.experiments.rows import RETENTION_RULES, row_specs, rows_in
 from cfjax.experiments.stats import Cluster, bootstrap, fmt_interval, paired_difference
 from cfjax.domains.base import TRANSFER_CONDITIONS
 
@@ -41,7 +41,16 @@ _RATIO_PARTS = {
     "calls_per_solved": ("eval_calls", "n_solved"),
     "failed_per_solved": ("failed", "n_solved"),
 }
-TRANSFER_ROWS = ("none", "expel", "cf_memory", "no_condition")
+
+
+def _transfer_rows() -> list[str]:
+    """The rows of the transfer figure (App. D.4): those whose spec says so."""
+    return [n for n, spec in row_specs().items() if spec.transfer]
+
+
+def _ablation_rows() -> list[str]:
+    """The rows reported against the full method as well (§6, App. E.3)."""
+    return [n for n, spec in row_specs().items() if spec.paired == "cf_memory"]
 
 
 def _mean_std(vals: Sequence[float | None]) -> tuple[float | None, float | None]:
@@ -76,7 +85,8 @@ def _summarise(blocks: Sequence[dict], memory: bool) -> dict:
 
 
 def _memory_row(row: str) -> bool:
-    return row not in ("none", "best_of_n", "wm_without_cf")
+    spec = row_specs().get(row)
+    return True if spec is None else spec.memory
 
 
 def collect_outcomes(units: Sequence[dict]) -> dict:
@@ -141,13 +151,14 @@ def aggregate(units: Sequence[dict], outcomes: dict | None = None) -> dict:
     suites = list(dict.fromkeys(u["suite"] for u in units))
     seeds = sorted({u["seed"] for u in units})
     split_seeds = sorted({u.get("split_seed", 0) for u in units})
-    rows = [r for r in ROWS if any(r in u["rows"] for u in units)]
+    specs = row_specs()
+    rows = [r for r in specs if any(r in u["rows"] for u in units)]
     by_suite = {s: [u for u in units if u["suite"] == s] for s in suites}
     cl = {s: _clusters(outcomes, [s]) for s in suites}
     cl["mean"] = _clusters(outcomes, suites)
 
     def refs(r: str) -> tuple[str, ...]:
-        return ("none", "cf_memory") if r in ABLATION_ROWS + RETRIEVAL_ROWS else ("none",)
+        return specs[r].refs
 
     table = {r: {s: _with_ci(_summarise([u["rows"][r] for u in by_suite[s] if r in u["rows"]], _memory_row(r)),
                              cl[s], r, refs(r))
@@ -157,7 +168,7 @@ def aggregate(units: Sequence[dict], outcomes: dict | None = None) -> dict:
     for s in suites + ["all"]:
         us = units if s == "all" else by_suite[s]
         transfer[s] = {}
-        for r in TRANSFER_ROWS:
+        for r in _transfer_rows():
             if not any(r in u["rows"] for u in us):
                 continue
             transfer[s][r] = {}
@@ -244,8 +255,8 @@ def format_report(summary: dict, *, backbone: str) -> str:
            f"held-out success (0–100) with paired task-bootstrap 95% intervals; backbone seeds {summary['seeds']}, "
            f"split seeds {summary.get('split_seeds', '?')}" + (f" ({n_units} units)" if n_units else ""), ""]
     head = f"{'row':<20}" + "".join(f"{s:>{w}}" for s in suites) + f"{'mean':>{w}}{'tokens(k)':>11}  calls/solved"
-    ablations = [r for r in ABLATION_ROWS + RETRIEVAL_ROWS if r in rows]
-    sections = [("Table 1 — memory mechanisms", [r for r in ("none", "best_of_n", "expel", "cf_memory") if r in rows]),
+    ablations = [r for r in _ablation_rows() if r in rows]
+    sections = [("Table 1 — memory mechanisms", rows_in("table1", rows)),
                 ("§6 / App. E.3 ablations", ablations)]
     for title, rs in sections:
         if not rs:
@@ -419,7 +430,7 @@ def draw_figures(results: dict, out_dir: str | Path) -> list[Path]:
         axes[0].legend(fontsize=7, loc="lower left", framealpha=0.9)
         save(fig, "transfer.png")
     T = S["table"]
-    abl = [r for r in ABLATION_ROWS + RETRIEVAL_ROWS + ("cf_memory",) if r in T]
+    abl = [r for r in _ablation_rows() + ["cf_memory"] if r in T]
     if len(abl) > 1:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         width = 0.8 / len(suites)

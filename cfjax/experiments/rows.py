@@ -1,11 +1,16 @@
-"""The row registry of the CounterMem runner: every Table 1 / §6 row is a name mapped to a spec.
+"""The rows of ``countermem run``: one registry of specs with roles (papers/countermem.md §4–6, D.3–D.6).
 
-papers/countermem.md §4–6, App. D.3–D.6. ``none`` and ``cf_memory`` (the
-pairing reference and the full method whose selector the interventions
-reuse) are run by :func:`cfjax.experiments.countermem.run_unit` itself; every
-other row is a :class:`RowSpec` here — ``run(ctx) -> metrics`` on the unit's
-:class:`~cfjax.experiments.countermem.UnitContext` — so adding a row is one
-function and one registry entry, not a branch in the runner.
+Every Table 1 / §6 row is a :class:`RowSpec` registered in :data:`cfjax.registry.ROWS` under
+``countermem/<name>``: ``run(ctx) -> metrics`` on the unit's
+:class:`~cfjax.experiments.countermem.UnitContext`, plus its roles — the table it belongs to, what it is
+paired against and whether it uses memory. The runner, ``--rows`` and the report derive everything
+from the specs (:func:`row_specs`): there is no list of row names anywhere else, and a row added here
+(or a memory system registered in :data:`cfjax.registry.MEMORY_SYSTEMS`, which becomes a Table 1 row
+through :func:`cfjax.memory.recall_episode`) appears in the run, the tables and the help without an
+edit to the runner or the report.
+
+``none`` and ``cf_memory`` (the pairing reference and the full method whose selector the interventions
+reuse) are run by :func:`cfjax.experiments.countermem.run_unit` itself (``run=None``).
 """
 
 from __future__ import annotations
@@ -24,29 +29,113 @@ from cfjax.countermem.pipeline import _EP_BUILD, _greedy_policy, construct, jitt
 from cfjax.countermem.store import MemoryStore, Retrieved
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.scripted import stable_seed
+from cfjax.memory import MemorySystemInfo, SystemContext, build_experience, recall_episode
+from cfjax.registry import MEMORY_SYSTEMS, ROWS
 from cfjax.types import Task
 
 if TYPE_CHECKING:  # pragma: no cover
     from cfjax.experiments.countermem import UnitContext
 
-__all__ = ["RowSpec", "ROW_SPECS", "MAIN_ROWS", "ABLATION_ROWS", "RETRIEVAL_ROWS", "GROUP_ROWS", "ROWS",
-           "RETENTION_RULES"]
+__all__ = ["RowSpec", "TABLES", "RETENTION_RULES", "row_specs", "row_names", "rows_in", "register_row",
+           "memory_row"]
 
-MAIN_ROWS = ("none", "best_of_n", "expel", "cf_memory")
-ABLATION_ROWS = ("cf_without_wm", "wm_without_cf", "draft_check_labels")
-RETRIEVAL_ROWS = ("random_retrieval", "shuffled_retrieval", "no_condition")
-GROUP_ROWS = ("retention", "accumulation")
-ROWS = MAIN_ROWS + ABLATION_ROWS + RETRIEVAL_ROWS + GROUP_ROWS
 RETENTION_RULES = ("utility", "similarity", "recency", "random")
+#: the report's tables, in print order: key → title
+TABLES = {"table1": "Table 1 — memory mechanisms", "ablations": "§6.1 ablations", "retrieval": "§6.2 retrieval controls",
+          "groups": "families of rows (Fig. 2)"}
+#: where memory-system rows go among the built-in Table 1 rows (after this one)
+_SYSTEMS_AFTER = "best_of_n"
 
 
 @dataclass(frozen=True)
 class RowSpec:
-    """One row: ``run(ctx)`` returns its metrics; ``section`` is where the result goes
-    (``"rows"`` for a Table 1 / §6 row, ``"groups"`` for a family of rows such as retention)."""
+    """One row of ``countermem run`` and its roles.
 
-    run: Callable[["UnitContext"], dict]
+    Attributes:
+      name: the row name (``--rows``, results, tables).
+      run: ``ctx → metrics`` (``None`` for ``none`` and ``cf_memory``, which ``run_unit`` runs).
+      table: which table it belongs to (:data:`TABLES`).
+      paired: what its difference is reported against besides ``none``: ``"none"`` only, or
+        ``"cf_memory"`` (the ablations and retrieval controls).
+      memory: whether it uses memory (coverage, harmful use and changes per retrieved record apply).
+      section: ``"rows"`` (one row) or ``"groups"`` (a family of rows, e.g. retention).
+      transfer: shown in the transfer figure (App. D.4).
+      description: one line for ``--rows`` help.
+    """
+
+    name: str
+    run: Callable[["UnitContext"], dict] | None
+    table: str = "table1"
+    paired: str = "none"
+    memory: bool = True
     section: str = "rows"
+    transfer: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.table not in TABLES:
+            raise ValueError(f"RowSpec {self.name!r}: table must be one of {', '.join(TABLES)}, got {self.table!r}")
+        if self.paired not in ("none", "cf_memory"):
+            raise ValueError(f"RowSpec {self.name!r}: paired must be 'none' or 'cf_memory', got {self.paired!r}")
+
+    @property
+    def refs(self) -> tuple[str, ...]:
+        """The rows its paired differences are reported against."""
+        return ("none",) if self.paired == "none" else ("none", "cf_memory")
+
+
+_PREFIX = "countermem/"
+
+
+def register_row(spec: RowSpec) -> RowSpec:
+    """Add a row to ``countermem run`` (:data:`cfjax.registry.ROWS` under ``countermem/<name>``)."""
+    return ROWS.register(_PREFIX + spec.name, spec)
+
+
+def memory_row(info: MemorySystemInfo) -> RowSpec:
+    """The Table 1 row of a registered memory system: built from T_build's memory-free episodes,
+    frozen, and evaluated with its recall (:func:`cfjax.memory.recall_episode`)."""
+
+    def run(ctx: "UnitContext") -> dict:
+        led = Ledger(f"{info.name}/build")
+        max_attempts = ctx.config.agent.max_attempts
+        system = info.make(SystemContext(ctx.backbone, ctx.suite.edits, max_attempts, ctx.seed, led))
+        system.build(build_experience(list(ctx.splits.build), backbone=ctx.backbone, world=ctx.world,
+                                      edits=ctx.suite.edits, ledger=led, episode0=_EP_BUILD,
+                                      max_attempts=max_attempts))
+        system.freeze()
+        m = ctx.run_rows(info.name, lambda e, tk, ledger: recall_episode(
+            tk, system, info, backbone=ctx.backbone, world=ctx.world, edits=ctx.suite.edits, ledger=ledger,
+            episode=e, max_attempts=max_attempts), memory=True)
+        m.update(system.summary())
+        return m
+
+    return RowSpec(info.name, run, table=info.table, paired="none", memory=True, transfer=True,
+                   description=info.description)
+
+
+def row_specs() -> dict[str, RowSpec]:
+    """Every row of ``countermem run`` in run and report order: the built-in rows, with the registered
+    memory systems that fit this runner placed after ``best_of_n`` in Table 1."""
+    builtin = [spec for name, spec in ROWS.items() if name.startswith(_PREFIX)]
+    systems = [memory_row(info) for info in MEMORY_SYSTEMS.values() if "countermem" in info.runners]
+    out: dict[str, RowSpec] = {}
+    for spec in builtin:
+        out[spec.name] = spec
+        if spec.name == _SYSTEMS_AFTER:
+            out.update((s.name, s) for s in systems if s.name not in out)
+    out.update((s.name, s) for s in systems if s.name not in out)
+    return out
+
+
+def row_names() -> tuple[str, ...]:
+    """Every row name, in order (``--rows all``)."""
+    return tuple(row_specs())
+
+
+def rows_in(table: str, names: Sequence[str] | None = None) -> list[str]:
+    """The rows of ``table`` (optionally among ``names``), in order."""
+    return [n for n, s in row_specs().items() if s.table == table and (names is None or n in names)]
 
 
 def _best_of_n(ctx: "UnitContext") -> dict:
@@ -56,20 +145,6 @@ def _best_of_n(ctx: "UnitContext") -> dict:
         tk, backbone=ctx.backbone, world=ctx.world, config=ctx.config, n=ctx.config.experiment.best_of_n,
         edits=ctx.suite.edits, ledger=led, episode=e, judge_log=jl, workers=ctx.threads), memory=False)
     m["judge"] = {"calls": jl.calls, "parse_failures": jl.parse_failures, "failed_replies": jl.failed_replies}
-    return m
-
-
-def _expel(ctx: "UnitContext") -> dict:
-    """ExpeL-style lessons from T_build trajectories, the most similar one always shown."""
-    from cfjax.expel import build_expel, expel_episode
-
-    mem = build_expel(list(ctx.splits.build), backbone=ctx.backbone, world=ctx.world,
-                      max_attempts=ctx.config.agent.max_attempts,
-                        edits=ctx.suite.edits, ledger=Ledger("expel/build"), episode0=_EP_BUILD)
-    m = ctx.run_rows("expel", lambda e, tk, led: expel_episode(
-        tk, backbone=ctx.backbone, world=ctx.world, max_attempts=ctx.config.agent.max_attempts, memory=mem, edits=ctx.suite.edits,
-        ledger=led, episode=e), memory=True)
-    m["lessons"] = len(mem)
     return m
 
 
@@ -211,17 +286,27 @@ def _accumulation(ctx: "UnitContext") -> dict:
             "skipped": [n for n in marks if n > len(stream)]}
 
 
-#: every row but ``none`` and ``cf_memory``, in the runner's (and the report's) order
-ROW_SPECS: dict[str, RowSpec] = {
-    "best_of_n": RowSpec(_best_of_n),
-    "expel": RowSpec(_expel),
-    "cf_without_wm": RowSpec(_cf_without_wm),
-    "wm_without_cf": RowSpec(_wm_without_cf),
-    "draft_check_labels": RowSpec(_draft_check_labels),
-    "random_retrieval": RowSpec(_random_retrieval),
-    "shuffled_retrieval": RowSpec(_shuffled_retrieval),
-    "no_condition": RowSpec(_no_condition),
-    "retention": RowSpec(_retention, section="groups"),
-    "accumulation": RowSpec(_accumulation, section="groups"),
-}
-assert set(ROW_SPECS) == set(ROWS) - {"none", "cf_memory"}
+for _spec in (
+    RowSpec("none", None, memory=False, transfer=True, description="no memory (the base agent)"),
+    RowSpec("best_of_n", _best_of_n, memory=False,
+            description="N = 1 + K drafts per attempt, a backbone judge picks one (App. D.5)"),
+    RowSpec("cf_memory", None, transfer=True,
+            description="the full method: verified store + trained DQN selector (Algorithm 1)"),
+    RowSpec("cf_without_wm", _cf_without_wm, table="ablations", paired="cf_memory",
+            description="unverified advice stored; its own selector trained on it (§6.1)"),
+    RowSpec("wm_without_cf", _wm_without_cf, table="ablations", paired="cf_memory", memory=False,
+            description="alternatives checked within the task, nothing stored (§6.1)"),
+    RowSpec("draft_check_labels", _draft_check_labels, table="ablations", paired="cf_memory",
+            description="Eq. 6 labelled against an extra check of the draft (store and selector rebuilt)"),
+    RowSpec("random_retrieval", _random_retrieval, table="retrieval", paired="cf_memory",
+            description="k records sampled from the whole store (§6.2)"),
+    RowSpec("shuffled_retrieval", _shuffled_retrieval, table="retrieval", paired="cf_memory",
+            description="the records matched to another held-out task's state (§6.2)"),
+    RowSpec("no_condition", _no_condition, table="retrieval", paired="cf_memory", transfer=True,
+            description="condition dropped from the filter and the rendered record (App. E.3)"),
+    RowSpec("retention", _retention, table="groups", section="groups",
+            description="retention rules at equal capacity (Fig. 2d)"),
+    RowSpec("accumulation", _accumulation, table="groups", section="groups",
+            description="the store after 0/25/50/100/200 source tasks (App. D.3)"),
+):
+    register_row(_spec)

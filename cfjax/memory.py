@@ -1,0 +1,203 @@
+"""What a memory design needs from the one agent loop: the ``MemorySystem`` protocol and its plugins.
+
+A memory system is one folder plus one registration (shared/DESIGN.md). It implements
+:class:`MemorySystem` — build from experience, recall for a decision, update after an episode (refused
+while frozen), save and load — and registers a :class:`MemorySystemInfo` in
+:data:`cfjax.registry.MEMORY_SYSTEMS`. Every runner whose protocol it fits then offers it as a row:
+
+* ``countermem run`` (papers/countermem.md Algorithm 1, App. D.3): the system is **built** from the
+  memory-free episodes of T_build (one :class:`Experience` per source task), **frozen**, and evaluated
+  on T_eval paired with ``none``;
+* ``antipersist run`` (papers/anti-persistence.md §4.1): K iterations; after every training task the
+  system is **updated** with that episode; it is frozen for each held-out pass;
+* ``compare``: as in ``countermem run``, on the shared held-out tasks and cost ledger.
+
+In the loop (:func:`recall_episode`), the system's recall for the current decision — the task, its
+earlier attempts and the memory-free draft — is shown to the backbone with the draft
+(REVISE_WITH_RECORD, ``show="revise"``) or before drafting (``DraftRequest.memory``, ``show="draft"``);
+no recall means the draft is evaluated as it is. The reuse label of Eq. 6 is measured against an
+off-ledger check of the draft, as for every memory row. A system never sees an answer key: its inputs
+are the task, its own attempts and the evaluator's feedback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from cfjax.infra.ledger import Ledger
+from cfjax.llm.calls import REVISE_WITH_RECORD
+from cfjax.loop import (AfterResult, Consultation, Decision, DraftFn, Episode, Proposal, draft_once, reuse_label,
+                        run_episode)
+from cfjax.types import Attempt, Backbone, EditModel, MemoryText, Outcome, ReviseRequest, Task, World
+
+__all__ = ["Experience", "RecallQuery", "MemorySystem", "MemorySystemInfo", "SystemContext", "FrozenMemoryError",
+           "RUNNERS", "experience_of", "recall_episode", "build_experience"]
+
+#: the runners a memory system may declare it fits (``MemorySystemInfo.runners``)
+RUNNERS = ("countermem", "antipersist", "compare")
+
+
+class FrozenMemoryError(RuntimeError):
+    """An update was attempted while the memory is frozen (held-out evaluation, Algorithm 1 line 27)."""
+
+
+@dataclass(frozen=True)
+class Experience:
+    """One finished episode as a memory system may learn from it: the task as the agent saw it, its
+    attempts with the evaluator's feedback and scores, and whether it was solved."""
+
+    task: Task
+    attempts: tuple[Attempt, ...]
+    solved: bool
+    episode: int  # the episode id the attempts were drawn under (seeds the system's own calls)
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    """One decision: the task, its earlier attempts and (``show="revise"``) the memory-free draft."""
+
+    task: Task
+    history: tuple[Attempt, ...]
+    draft: str | None
+    episode: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class SystemContext:
+    """What a memory system is built with: the backbone it may call (and the ledger its calls are
+    charged to), the domain's edit model, the attempt limit and a seed."""
+
+    backbone: Backbone
+    edits: EditModel
+    max_attempts: int
+    seed: int = 0
+    ledger: Ledger = field(default_factory=lambda: Ledger("memory"))
+
+
+@runtime_checkable
+class MemorySystem(Protocol):
+    """A memory design as the one agent loop drives it (module docstring)."""
+
+    frozen: bool
+
+    def build(self, experience: Sequence[Experience]) -> None:
+        """Construct memory from finished episodes (trajectories, outcomes, evaluator feedback)."""
+        ...
+
+    def recall(self, query: RecallQuery) -> MemoryText | None:
+        """The memory to show for this decision, or ``None`` (the draft is used as it is)."""
+        ...
+
+    def update(self, experience: Experience) -> None:
+        """Learn from one more finished episode. Raises :class:`FrozenMemoryError` while frozen."""
+        ...
+
+    def freeze(self) -> None: ...
+
+    def unfreeze(self) -> None: ...
+
+    def save(self, path: Path) -> None:
+        """Write the memory to ``path`` (atomically; nothing half-written)."""
+        ...
+
+    def load(self, path: Path) -> None:
+        """Replace the memory with what :meth:`save` wrote (a bad file is one clear error)."""
+        ...
+
+    def summary(self) -> dict:
+        """Counts for reports (``{"lessons": 12}``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class MemorySystemInfo:
+    """A registered memory system (:data:`cfjax.registry.MEMORY_SYSTEMS`).
+
+    Attributes:
+      name: its row name in every runner (``--rows``) and its method name in ``compare``.
+      make: ``SystemContext → MemorySystem`` (a fresh, empty, unfrozen system).
+      show: where recall is shown: ``"revise"`` (with the draft, REVISE_WITH_RECORD) or ``"draft"``
+        (before drafting, ``DraftRequest.memory``).
+      runners: the runners whose protocol it fits (:data:`RUNNERS`); the others say why it cannot run.
+      table: the table its row belongs to in each runner's report (``"table1"`` for CounterMem's
+        Table 1 of memory mechanisms).
+      reference: what its row is paired against (``"none"``).
+      why_not: ``runner → reason`` for each runner it does not fit (printed in that runner's report).
+      description: one line for ``--rows`` help.
+      paper: where it comes from (cited in reports and docs).
+    """
+
+    name: str
+    make: Callable[[SystemContext], MemorySystem]
+    show: str = "revise"
+    runners: tuple[str, ...] = RUNNERS
+    table: str = "table1"
+    reference: str = "none"
+    why_not: Any = field(default_factory=dict)
+    description: str = ""
+    paper: str = ""
+
+    def __post_init__(self) -> None:
+        if self.show not in ("revise", "draft"):
+            raise ValueError(f"MemorySystemInfo.show must be 'revise' or 'draft', got {self.show!r}")
+        bad = [r for r in self.runners if r not in RUNNERS]
+        if bad:
+            raise ValueError(f"MemorySystemInfo.runners: unknown runner(s) {bad} (known: {', '.join(RUNNERS)})")
+
+
+def experience_of(ep: Episode, episode: int) -> Experience:
+    """An :class:`~cfjax.loop.Episode` of the loop as :class:`Experience` (attempts in order)."""
+    return Experience(ep.task, tuple(Attempt(d.action, d.feedback, d.score) for d in ep.decisions), ep.solved,
+                      episode)
+
+
+def build_experience(tasks: Sequence[Task], *, backbone: Backbone, world: World, edits: EditModel, ledger: Ledger,
+                     episode0: int, max_attempts: int) -> list[Experience]:
+    """Memory-free episodes of ``tasks`` (episode ids ``episode0 + i``), the experience a system is
+    built from in ``countermem run`` (each attempt and evaluation charged to ``ledger``)."""
+    out = []
+    for i, task in enumerate(tasks):
+        ep = run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode0 + i,
+                         max_attempts=max_attempts, draft=draft_once(backbone))
+        out.append(experience_of(ep, episode0 + i))
+    return out
+
+
+def recall_episode(task: Task, system: MemorySystem, info: MemorySystemInfo, *, backbone: Backbone, world: World,
+                   edits: EditModel, ledger: Ledger, episode: int, max_attempts: int,
+                   draft: DraftFn | None = None, measure: bool = True) -> Episode:
+    """One task through the one agent loop with ``system``'s recall at every decision (module docstring).
+
+    ``measure``: label each memory use with Eq. 6 against an off-ledger check of the draft (analysis)."""
+    if info.show == "draft":
+        def draft_with_memory(task: Task, history: Sequence[Attempt], *, episode: int, attempt: int,
+                              ledger: Ledger) -> Proposal:
+            mem = system.recall(RecallQuery(task, tuple(history), None, episode, attempt))
+            prop = draft_once(backbone, memory=mem)(task, history, episode=episode, attempt=attempt, ledger=ledger)
+            return prop
+
+        return run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode, max_attempts=max_attempts,
+                           draft=draft_with_memory)
+
+    def consult(task: Task, history: Sequence[Attempt], proposal: Proposal, *, episode: int, attempt: int,
+                tokens_so_far: int, ledger: Ledger) -> Consultation:
+        mem = system.recall(RecallQuery(task, tuple(history), proposal.draft, episode, attempt))
+        if mem is None:
+            return Consultation(proposal.draft)
+        rv = backbone.call(REVISE_WITH_RECORD, ReviseRequest(task, tuple(history), proposal.draft, mem, episode))
+        ledger.llm(task.task_id, rv.usage)
+        return Consultation(rv.action, used=True, slot=1, n_retrieved=1, tokens=rv.usage.total,
+                            memory_tokens=rv.usage.total)
+
+    def after(task: Task, history: Sequence[Attempt], d: Decision, out: Outcome, **_: Any) -> AfterResult | None:
+        if d.slot == 0 or not measure:
+            return None
+        ref = float(world.evaluate(task, d.draft).score) if d.changed else None  # measurement, off the ledger
+        return AfterResult(label=reuse_label(d.changed, out.solved, out.score, ref), reference=ref)
+
+    return run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode, max_attempts=max_attempts,
+                       draft=draft or draft_once(backbone), consult=consult, after=after)
