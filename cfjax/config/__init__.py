@@ -12,6 +12,8 @@ paper is silent and what we chose.
 * :mod:`cfjax.config.presets` — ``--quick`` as frozen presets (:data:`QUICK`, :data:`AP_QUICK`, :func:`quick`)
 * :mod:`cfjax.config._toml` — :func:`to_dict` / :func:`from_dict` (type-checked) /
   :func:`save_toml` / :func:`load_toml`, and :class:`ConfigError`
+* :mod:`cfjax.config.overrides` — :func:`apply_overrides` (``--set section.key=value``, checked
+  by the TOML loader's :func:`from_dict`) and :func:`set_keys` (already-parsed dotted keys)
 
 ``OpenAIConfig`` (connection settings, :mod:`cfjax.llm.openai_client`) is
 re-exported lazily: ``cfjax.config`` imports only ``cfjax.kernels``,
@@ -26,6 +28,7 @@ from cfjax.config._toml import ConfigError, dumps_toml, from_dict, load_toml, sa
 from cfjax.config.antipersist import APConfig, SynthesisConfig
 from cfjax.config.countermem import (AgentConfig, CounterMemConfig, ExperimentConfig, GeneratorConfig,
                                      RetrievalConfig, StoreConfig)
+from cfjax.config.overrides import apply_overrides, parse_override, set_keys
 from cfjax.config.presets import AP_QUICK, QUICK, APQuick, CounterMemQuick, quick
 from cfjax.config.scripted import ScriptedConfig
 from cfjax.config.uplift import (ProbingSection, RetrievalSection, ScorerSection, TrainingSection, UpliftConfig,
@@ -75,6 +78,9 @@ __all__ = [
     "dumps_toml",
     "save_toml",
     "load_toml",
+    "apply_overrides",
+    "parse_override",
+    "set_keys",
 ]
 
 

@@ -29,7 +29,9 @@ are seen (pre-registration)::
 
 Keys are dotted paths into the method's config (``scripted.p_error``,
 ``dqn.total_decisions``, ``split_seeds``); a wrong key or type is refused
-with the key named (:func:`cfjax.config.from_dict`).
+with the key named (:func:`cfjax.config.set_keys`, the TOML loader's checks).
+``cfjax sweep --set KEY=VALUE`` adds to the base at every point, after the
+grid file's ``base`` and ``quick`` tables (it may not set an axis).
 """
 
 from __future__ import annotations
@@ -39,20 +41,20 @@ import itertools
 import json
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cfjax.config import ConfigError, from_dict, to_dict
+from cfjax.config import ConfigError, apply_overrides, parse_override, set_keys, to_dict
 from cfjax.experiments.common import finite
 from cfjax.experiments.stats import fmt_interval
 from cfjax.infra.executors import Executor, is_local, resolve_executor
 
-__all__ = ["DEFAULT_GRID", "SweepSpec", "load_grid", "override", "run_sweep", "sweep_outputs", "format_sweep",
-           "draw_sweep"]
+__all__ = ["DEFAULT_GRID", "SweepSpec", "load_grid", "override", "with_sets", "run_sweep", "sweep_outputs",
+           "format_sweep", "draw_sweep"]
 
 #: the pre-registered default grid (committed before its first run)
 DEFAULT_GRID = Path(__file__).with_name("sweep_grid.toml")
@@ -144,19 +146,9 @@ def load_grid(path: str | Path, method: str, *, quick: bool = False) -> SweepSpe
 
 def override(cfg: Any, changes: dict[str, Any]) -> Any:
     """``cfg`` with dotted-key ``changes`` applied, validated like a TOML config (a wrong key or type
-    raises :class:`~cfjax.config.ConfigError` naming it)."""
-    d = to_dict(cfg)
-    for key, value in changes.items():
-        node = d
-        parts = key.split(".")
-        for part in parts[:-1]:
-            if not isinstance(node.get(part), dict):
-                raise ConfigError(f"sweep key {key!r}: {part!r} is not a section of {type(cfg).__name__}")
-            node = node[part]
-        if parts[-1] not in node:
-            raise ConfigError(f"sweep key {key!r}: no such field in {type(cfg).__name__}")
-        node[parts[-1]] = value
-    return from_dict(type(cfg), d)
+    raises :class:`~cfjax.config.ConfigError` naming it): :func:`cfjax.config.set_keys`, the same
+    path as ``--set``."""
+    return set_keys(cfg, changes, label="sweep key")
 
 
 def _point_label(point: dict) -> str:
@@ -255,7 +247,9 @@ def _check_spec(spec: SweepSpec, grid: str | Path) -> None:
 
     resolve_suites(list(spec.suites) if spec.suites != ("all",) else "all")
     if spec.method == "countermem":
-        from cfjax.experiments.rows import ROWS
+        from cfjax.experiments.rows import row_names
+
+        ROWS = row_names()
     else:
         from cfjax.antipersist.protocol import ROWS
     bad = [r for r in spec.rows if r not in ROWS and not (r == "all" and spec.method == "countermem")]
@@ -263,10 +257,31 @@ def _check_spec(spec: SweepSpec, grid: str | Path) -> None:
         raise ConfigError(f"grid file {grid}: unknown row(s) {bad} for {spec.method} (choose from {', '.join(ROWS)})")
 
 
+def with_sets(spec: SweepSpec, sets: Sequence[str]) -> SweepSpec:
+    """``spec`` with ``--set KEY=VALUE`` overrides added to its ``base`` (after the grid file's
+    ``base`` and ``quick`` tables, before each point's axes). Checked here, each error naming its
+    ``--set``; a key the grid varies (an axis) is refused."""
+    if not sets:
+        return spec
+    from cfjax.config import APConfig, CounterMemConfig
+
+    parsed = [parse_override(t) for t in sets]
+    for text, (key, _) in zip(sets, parsed):
+        if key in spec.axes:
+            raise ConfigError(f"--set {text}: {key!r} is an axis of the grid (the sweep varies it); "
+                              "change it in the grid file instead")
+    cls = CounterMemConfig if spec.method == "countermem" else APConfig
+    apply_overrides(override(cls(), spec.base), sets)
+    return dataclasses.replace(spec, base={**spec.base, **dict(parsed)})
+
+
 def run_sweep(method: str, *, grid: str | Path = DEFAULT_GRID, out: str | Path, quick: bool = False,
               workers: int | None = None, log: Callable[[str], None] = print, existing: str = "refuse",
-              executor: Executor = "local") -> dict:
+              executor: Executor = "local", sets: Sequence[str] = ()) -> dict:
     """``cfjax sweep``: run ``method``'s grid, write ``sweep.json``, ``sweep.txt`` and the heatmaps.
+
+    ``sets``: ``--set KEY=VALUE`` overrides of the method's config at every point
+    (:func:`with_sets`); each point's config in ``sweep.json`` includes them.
 
     ``existing`` says what to do when ``out`` is a non-empty directory (checked after the grid,
     before anything is written): ``"refuse"`` (default) raises
@@ -279,7 +294,7 @@ def run_sweep(method: str, *, grid: str | Path = DEFAULT_GRID, out: str | Path, 
     from cfjax.infra.io import atomic_write_text, prepare_output_dir
 
     executor = resolve_executor(executor)
-    spec = load_grid(grid, method, quick=quick)
+    spec = with_sets(load_grid(grid, method, quick=quick), sets)
     _check_spec(spec, grid)
     points = spec.points()
     out = Path(out)
@@ -289,7 +304,7 @@ def run_sweep(method: str, *, grid: str | Path = DEFAULT_GRID, out: str | Path, 
     run = _run_countermem if method == "countermem" else _run_antipersist
     results = run(spec, points, out, workers, log, executor)
     payload = {"method": method, "grid": str(grid), "grid_text": Path(grid).read_text(), "quick": quick,
-               "axes": {k: list(v) for k, v in spec.axes.items()}, "reference": spec.reference,
+               "set": list(sets), "axes": {k: list(v) for k, v in spec.axes.items()}, "reference": spec.reference,
                "backbone": "scripted backbone (seeded simulator, not an LLM)",
                "seconds": round(time.perf_counter() - t0, 1), "points": results}
     payload["verdicts"] = verdicts(payload)
