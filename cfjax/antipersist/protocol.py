@@ -503,3 +503,61 @@ def reproduced_errors(state: MethodState) -> dict[str, int]:
     exposed = [x for x in s if x["parent_flagged"]]
     return {"synthesized": len(s), "flagged": sum(x["flagged"] for x in s), "exposed": len(exposed),
             "reproduced": sum(x["flagged"] for x in exposed)}
+
+
+def run_system(info, *, seed: int, train_pool: Sequence[Task], eval_tasks: Sequence[Task], backbone: Backbone,
+               world: World, edits: EditModel, cfg: APConfig, progress: Callable[[str, int], object] | None = None,
+               workers: int | None = None) -> tuple[list[IterationResult], object]:
+    """A registered memory system (:class:`cfjax.memory.MemorySystemInfo`) through the same §4.1 protocol
+    as :func:`run_method`: the same K training samples, episode ids and held-out streams; after every
+    training task the system is updated with that episode (:meth:`~cfjax.memory.MemorySystem.update`);
+    it is frozen for each held-out pass, which runs on up to ``workers`` threads (identical results).
+
+    It synthesizes nothing in Anti-Persistence's sense, so its mode is ``none`` throughout. Returns the
+    per-iteration results and the system (its :meth:`~cfjax.memory.MemorySystem.summary` for the report)."""
+    from cfjax.memory import SystemContext, experience_of, recall_episode
+
+    workers = inflight_of(backbone) if workers is None else workers
+    system = info.make(SystemContext(backbone, edits, cfg.max_attempts, seed, Ledger(f"{info.name}/train")))
+    results = []
+    bar = progress(f"{info.name} seed {seed}", cfg.iterations) if progress else None
+
+    def record(task: Task, ep: Episode) -> TaskRecord:
+        return TaskRecord(task.task_id, "none", ep.solved, len(ep.decisions), 0, None,
+                          sum(d.tokens for d in ep.decisions), sum(len(d.applied) for d in ep.decisions))
+
+    for it in range(cfg.iterations):
+        sample_rng = random.Random(seed * 1000 + it)  # the same training sample for every row
+        sample = sample_rng.sample(list(train_pool), min(cfg.tasks_per_iteration, len(train_pool)))
+        for pos, task in enumerate(sample):
+            episode = seed * 10_000_000 + it * 10_000 + pos
+            ep = recall_episode(task, system, info, backbone=backbone, world=world, edits=edits,
+                                ledger=Ledger("train"), episode=episode, max_attempts=cfg.max_attempts,
+                                measure=False)
+            system.update(experience_of(ep, episode))
+        system.freeze()
+
+        def held_out(i: int) -> tuple[TaskRecord, Ledger]:
+            led = Ledger("eval")
+            ep = recall_episode(eval_tasks[i], system, info, backbone=backbone, world=world, edits=edits, ledger=led,
+                                episode=900_000_000 + seed * 100_000 + i, max_attempts=cfg.max_attempts,
+                                measure=False)
+            return record(eval_tasks[i], ep), led
+
+        done = ordered_map(held_out, range(len(eval_tasks)), workers)
+        system.unfreeze()
+        recs = [r for r, _ in done]
+        eval_ledger = Ledger("eval")
+        for _, led in done:
+            eval_ledger.merge(led)
+        n = max(len(recs), 1)
+        results.append(IterationResult(
+            it + 1, 100.0 * sum(r.success for r in recs) / n, eval_ledger.total.llm_calls / n, 0.0,
+            {m: float(m == "none") for m in MODES}, {m: float(m == "none") for m in MODES}, {},
+            eval_ledger.total.tokens / n, sum(r.applied for r in recs) / n, {r.task_id: bool(r.success) for r in recs}))
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"held-out {results[-1].success:.1f}")
+    if bar is not None:
+        bar.close()
+    return results, system

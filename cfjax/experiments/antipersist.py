@@ -58,7 +58,8 @@ from pathlib import Path
 import numpy as np
 
 from cfjax.antipersist.guidance import MODES
-from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_method
+from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_method, run_system
+from cfjax.registry import MEMORY_SYSTEMS
 from cfjax.experiments.common import finite, run_pool, spread
 from cfjax.infra.cache import CachedWorld
 from cfjax.experiments.countermem import BackboneSpec
@@ -178,9 +179,15 @@ def run_job(job: APJob) -> dict:
     train_pool = list(sp.build) + list(sp.train) + list(sp.val)
     eval_tasks = spread(sp.eval, job.cfg.max_eval_tasks)
     backbone = job.backbone.make(suite, job.seed, job.cfg)  # type: ignore[arg-type]  # reads cfg.scripted
-    results, state = run_method(job.row, seed=job.seed, train_pool=train_pool, eval_tasks=eval_tasks,
-                                backbone=backbone, world=world, edits=suite.edits, cfg=job.cfg,
-                                out_dir=Path(job.out_dir) / f"split_{job.split_seed}" / f"seed_{job.seed}")
+    system = None
+    if job.row in ROWS:
+        results, state = run_method(job.row, seed=job.seed, train_pool=train_pool, eval_tasks=eval_tasks,
+                                    backbone=backbone, world=world, edits=suite.edits, cfg=job.cfg,
+                                    out_dir=Path(job.out_dir) / f"split_{job.split_seed}" / f"seed_{job.seed}")
+    else:  # a registered memory system (cfjax.memory), through the same protocol
+        results, system = run_system(MEMORY_SYSTEMS.get(job.row), seed=job.seed, train_pool=train_pool,
+                                     eval_tasks=eval_tasks, backbone=backbone, world=world, edits=suite.edits,
+                                     cfg=job.cfg)
     ids = [t.task_id for t in eval_tasks]
     families = [suite.answer_key(t).family for t in ids]  # analysis: the answer keys' families
     by_family: dict[str, list[bool]] = defaultdict(list)
@@ -200,12 +207,22 @@ def run_job(job: APJob) -> dict:
             "solved": ["".join("1" if r.solved[t] else "0" for t in ids) for r in results],  # per iteration
             "eval_sims": [round(x, 4) for x in results[-1].eval_sims],
             "final_by_family": {f: 100.0 * sum(v) / len(v) for f, v in sorted(by_family.items())},
-            "eval_tasks": len(eval_tasks), "provenance": reproduced_errors(state),
-            "trajectories": len(state.trajectories),
-            "log_entries": len(state.log) if state.log is not None else None,
-            "abstractions": len(state.abstractions) if state.abstractions is not None else None,
+            "eval_tasks": len(eval_tasks), **(_state_counts(state) if system is None else
+                                               {"provenance": None, "memory": system.summary()}),
             # not part of the result (they depend on scheduling): time and checks this job actually ran
             "profile": {"seconds": round(time.perf_counter() - t0, 2), "world_checks_run": world.misses - misses0}}
+
+
+def _state_counts(state) -> dict:
+    return {"provenance": reproduced_errors(state), "trajectories": len(state.trajectories),
+            "log_entries": len(state.log) if state.log is not None else None,
+            "abstractions": len(state.abstractions) if state.abstractions is not None else None}
+
+
+def row_names() -> tuple[str, ...]:
+    """Every row of ``antipersist run``: the protocol's own rows, then each registered memory system
+    whose ``runners`` include ``antipersist`` (:mod:`cfjax.memory`)."""
+    return ROWS + tuple(n for n, info in MEMORY_SYSTEMS.items() if "antipersist" in info.runners and n not in ROWS)
 
 
 def _init_worker() -> None:  # pragma: no cover - runs in worker processes
@@ -221,13 +238,14 @@ def _init_worker() -> None:  # pragma: no cover - runs in worker processes
 
 
 #: relative cost of a job (measured on the reference machine), for longest-first submission only
-_SUITE_COST = {"sat": 4.0, "pybugs": 2.0, "sql": 1.0}
 _ROW_COST = {"joint_memory": 3.0, "abstraction_memory": 3.0, "persist_guidance": 2.5, "anti_persistence": 2.5,
              "no_memory": 1.0}
 
 
 def _cost(j: APJob) -> float:
-    return _SUITE_COST.get(j.suite, 2.0) * _ROW_COST.get(j.row, 2.0)
+    from cfjax.domains import cost_weight  # the domain declares its relative cost (DomainInfo.cost_weights)
+
+    return cost_weight(j.suite, "antipersist") * _ROW_COST.get(j.row, 2.0)
 
 
 def _run_jobs(jobs: Sequence[APJob], workers: int, log: Callable[[str], None], label: str,
@@ -244,7 +262,7 @@ def _run_jobs(jobs: Sequence[APJob], workers: int, log: Callable[[str], None], l
 # --------------------------------------------------------------------------- the run
 
 
-def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequence[str] = ROWS,
+def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequence[str] | None = None,
             cfg: APConfig = APConfig(), workers: int = 1, backbone: BackboneSpec | None = None,
             log: Callable[[str], None] = print, executor: Executor = "local") -> dict:
     """Every suite × split seed × row × backbone seed; writes the per-suite and combined results
@@ -257,9 +275,10 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
     spec = backbone or BackboneSpec("scripted")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    bad = [r for r in rows if r not in ROWS]
+    rows = tuple(rows) if rows is not None else ROWS
+    bad = [r for r in rows if r not in row_names()]
     if bad:
-        raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(ROWS)}")
+        raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(row_names())}")
     unknown = [s for s in suites if s not in SUITES and not is_registered(s)]
     if unknown:
         raise ValueError(f"unknown suite(s) {unknown} (available: {', '.join(SUITES)})")
@@ -358,7 +377,8 @@ def aggregate(jobs: Sequence[dict], *, suite: str, rows: Sequence[str], cfg: APC
         curves = np.array([[it["success"] for it in j["iterations"]] for j in js])
         calls = np.array([[it["calls_per_task"] for it in j["iterations"]] for j in js])
         final_modes = {m: float(np.mean([j["iterations"][-1]["mode_freq"][m] for j in js])) for m in MODES}
-        prov = {key: int(sum(j["provenance"][key] for j in js)) for key in js[0]["provenance"]}
+        prov = ({key: int(sum(j["provenance"][key] for j in js)) for key in js[0]["provenance"]}
+                if js[0].get("provenance") is not None else None)  # None: a memory system with no provenance
         branches: Counter = Counter()
         for j in js:
             branches.update(j["iterations"][-1]["branches"])
@@ -523,6 +543,11 @@ def format_similarity(sim: dict) -> str:
 # --------------------------------------------------------------------------- report
 
 
+def _provenance_cell(p: dict | None) -> str:
+    """``reproduced/flagged`` abstractions, or ``—`` for a row that keeps no provenance (a memory system)."""
+    return "—" if p is None else f"{p['reproduced']}/{p['flagged']}"
+
+
 def format_table(payload: dict) -> str:
     rows = payload["rows"]
     k = len(next(iter(rows.values()))["success_by_iteration"])
@@ -541,7 +566,7 @@ def format_table(payload: dict) -> str:
         lines.append(f"{r:<20}" + "".join(f"{x:>6.1f}" for x in v["success_by_iteration"])
                      + f"  {fmt_interval(v['final_success_ci']):<20}"
                      f"{fmt_interval(vs, signed=True) if vs else '':<24}{v['final_calls_per_task']:>6.2f}"
-                     f"  {modes:<20} {p['reproduced']}/{p['flagged']}")
+                     f"  {modes:<20} {_provenance_cell(p)}")
     m = rows.get(METHOD, {}).get("final_vs") or {}
     if m:
         lines.append(f"{METHOD} − row (paired, 95% CI): "
@@ -648,11 +673,11 @@ def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Seq
 
     names = resolve_suites(suites)
     rows = tuple(rows) if rows else ROWS
-    bad = [r for r in rows if r not in ROWS]
+    bad = [r for r in rows if r not in row_names()]
     if bad:
         from cfjax.config import ConfigError
 
-        raise ConfigError(f"unknown row(s) {bad}; choose from {', '.join(ROWS)}")
+        raise ConfigError(f"unknown row(s) {bad}; choose from {', '.join(row_names())}")
     spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
     workers = workers if workers is not None else default_workers(spec)
     out = Path(out)
