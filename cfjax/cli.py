@@ -3,7 +3,12 @@
 The config of a run is ``--config FILE`` (TOML, checked key by key; see
 :mod:`cfjax.config`) or the papers' defaults, then ``--quick``
 (:data:`cfjax.config.QUICK` / :data:`cfjax.config.AP_QUICK`), then the flag
-overrides (``--seeds``, ``--decisions``, …).
+overrides (``--seeds``, ``--decisions``, …: aliases of config keys), then
+``--set KEY=VALUE`` (repeatable, on every command that builds a config; a
+dotted key such as ``agent.max_attempts`` and a TOML value, checked like the
+TOML file: :func:`cfjax.config.apply_overrides`). Later wins: config file <
+preset < flags < ``--set``, and the last ``--set`` of a key wins. The
+effective config (``DIR/config.toml``) includes every override.
 
     cfjax countermem run --suite all --out runs/countermem    # the main job (scripted backbone, seeds 0 1 2)
     cfjax countermem run --suite sql --out runs/x --backbone openai   # a real LLM (CFJAX_LLM_BASE_URL, CFJAX_LLM_MODEL)
@@ -26,7 +31,9 @@ unless a flag says what to do, checked before anything is written:
   ``point_NN*/``; ``countermem table``: ``store.json``, ``build.json``,
   ``parts/NNNNNN.npz``, ``table.npz``, ``table.json``, ``selectors.json``,
   ``suites/<suite>/``; ``countermem report``: the five figure PNGs in the
-  figure directory; ``train-selectors``: replaces the output file.
+  figure directory; ``train-selectors``: replaces the output file;
+  ``upliftmem controlled``: ``results.json``, ``report.txt``; ``upliftmem
+  stores``: those and ``suites/<suite>/``.
   Directories the removal leaves empty are removed too; a symbolic link
   is removed as a link (its target is never entered or touched).
 * ``--resume`` continues: only ``countermem table`` can (its store, build
@@ -47,6 +54,10 @@ other exception is a bug or an environment failure: one line
 traceback)`` and status 1. Ctrl-C exits 130 with ``cfjax: interrupted``.
 The global ``--debug`` (before or after the subcommand) re-raises every
 exception with its traceback instead.
+
+Length: one module holds the whole command line — every subcommand's flags, help texts and
+one-line error policy — so that each command is read (and its contract checked) in one place;
+the work itself is in :mod:`cfjax.experiments`.
 """
 
 from __future__ import annotations
@@ -65,8 +76,22 @@ class UsageError(UserError):
     """A command line argparse refuses (unknown flag, bad value, missing argument)."""
 
 
+class _LazyHelp(argparse.HelpFormatter):
+    """Help strings may be callables, evaluated only when help is printed (row and suite lists come from
+    the plugin registries, which ``cfjax --help`` should not have to import)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        h = action.help
+        return h() if callable(h) else h  # type: ignore[return-value]
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with its errors as one line (:class:`UsageError`) instead of usage text and ``exit(2)``."""
+    """argparse with its errors as one line (:class:`UsageError`) instead of usage text and ``exit(2)``;
+    help strings may be callables (:class:`_LazyHelp`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _LazyHelp)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         sub = self.prog.removeprefix("cfjax").strip()  # "countermem run"; printed after "cfjax: "
@@ -122,8 +147,27 @@ def _checked(flag: str, fn, *a, **kw):
         raise ConfigError(f"{flag}: {' '.join(str(e).split())}") from None
 
 
+_SET_HELP = ("override one config key: KEY=VALUE with KEY a dotted path into the {cls} (e.g. {example}) and "
+             "VALUE a TOML value (3, 0.5, true, [0, 1], \"text\"; a bare word is a string); repeatable, checked "
+             "like a --config file. {order}")
+_SET_ORDER = "Applied last: --config FILE < --quick < the other flags < --set (the last --set of a key wins)."
+
+
+def _set_flag(parser: argparse.ArgumentParser, cls: str, example: str, order: str = _SET_ORDER) -> None:
+    """``--set KEY=VALUE`` (repeatable) for a command that builds a config of class ``cls``."""
+    parser.add_argument("--set", dest="overrides", action="append", default=None, metavar="KEY=VALUE",
+                        help=_SET_HELP.format(cls=cls, example=example, order=order))
+
+
+def _with_sets(cfg, args: argparse.Namespace):
+    """``cfg`` with the command's ``--set KEY=VALUE`` overrides applied (after every other source)."""
+    from cfjax.config import apply_overrides
+
+    return apply_overrides(cfg, getattr(args, "overrides", None))
+
+
 def _countermem_config(args: argparse.Namespace):
-    """``--config`` (or the defaults), then ``--quick``, then the flag overrides."""
+    """``--config`` (or the defaults), then ``--quick``, then the flag overrides, then ``--set``."""
     from cfjax.config import CounterMemConfig, load_toml, quick
 
     cfg = load_toml(CounterMemConfig, args.config) if args.config else CounterMemConfig()
@@ -137,7 +181,7 @@ def _countermem_config(args: argparse.Namespace):
         cfg = _replace(cfg, "--selector-seeds", selector_seeds=tuple(args.selector_seeds))
     if getattr(args, "decisions", None) is not None:
         cfg = _replace(cfg, "--decisions", dqn=_replace(cfg.dqn, "--decisions", total_decisions=args.decisions))
-    return cfg
+    return _with_sets(cfg, args)
 
 
 def _backbone(args: argparse.Namespace):
@@ -203,16 +247,29 @@ def _backbone_flags(parser: argparse.ArgumentParser) -> None:
                              "server reports no usage")
 
 
-#: suites whose world runs model-written code in the OS sandbox (:mod:`cfjax.sandbox`)
-_SANDBOXED_SUITES = ("pybugs",)
+def _runs_model_code(suite: str) -> bool:
+    """Whether the suite's world runs model-written code in the OS sandbox (:mod:`cfjax.sandbox`): its
+    domain declares ``untrusted_code`` (:class:`cfjax.types.DomainInfo`). A user suite (``jsonl:PATH``)
+    follows its base domain (a file of Python tasks runs generated code like the built-in Python suite)."""
+    from cfjax.domains import suite_base
+    from cfjax.registry import DOMAINS
+
+    base = suite_base(suite)
+    return base in DOMAINS and DOMAINS.get(base).untrusted_code
+
+
+def _suite_help(default: str, *, all_: bool = True, guide: bool = True) -> str:
+    """``--suite`` help: the registered suites (:data:`cfjax.registry.DOMAINS`), ``all``, ``jsonl:PATH``."""
+    from cfjax.registry import DOMAINS
+
+    names = " | ".join([*DOMAINS.names(), *(["all"] if all_ else [])])
+    where = "; README, 'Bring your own tasks'" if guide else ""
+    return f"{names} | jsonl:PATH (your own tasks{where}) (default: {default})"
 
 
 def _check_sandbox(args: argparse.Namespace, suites: list[str]) -> None:
     """A real model's code runs only with every sandbox layer, unless ``--allow-weak-sandbox``."""
-    from cfjax.domains import suite_base
-
-    # a user suite (jsonl:PATH) of Python tasks runs generated code like the built-in Python suite
-    if args.backbone == "scripted" or not any(suite_base(s) in _SANDBOXED_SUITES for s in suites):
+    if args.backbone == "scripted" or not any(_runs_model_code(s) for s in suites):
         return
     from cfjax.sandbox import missing, require_strong
 
@@ -271,10 +328,9 @@ def _countermem_report(args: argparse.Namespace) -> int:
 
 
 def _countermem_table(args: argparse.Namespace) -> int:
-    from cfjax.config import CounterMemConfig, load_toml
     from cfjax.experiments.selectors import table_main
 
-    cfg = load_toml(CounterMemConfig, args.config) if args.config else CounterMemConfig()
+    cfg = _countermem_config(args)  # --config, then --set (the table command has no --quick or seed flags)
     suite = args.suite
     if suite.startswith("jsonl:"):  # a user's task file: validated, named jsonl-<stem>
         from cfjax.experiments.countermem import resolve_suites
@@ -289,16 +345,22 @@ def _countermem_train_selectors(args: argparse.Namespace) -> int:
     from cfjax.countermem.selectors import parse_grid, parse_seeds
     from cfjax.experiments.selectors import train_selectors_main
 
+    from cfjax.config import DQNConfig
+
     _checked("--seeds", parse_seeds, args.seeds)
     _checked("--grid", parse_grid, list(args.grid or []))
-    train_selectors_main(args.table, seeds=args.seeds, grid=args.grid or [], decisions=args.decisions, out=args.out,
+    cfg = DQNConfig()  # the defaults, then --decisions, then --set (the grid varies its keys per point)
+    if args.decisions is not None:
+        cfg = _replace(cfg, "--decisions", total_decisions=args.decisions)
+    cfg = _with_sets(cfg, args)
+    train_selectors_main(args.table, seeds=args.seeds, grid=args.grid or [], cfg=cfg, out=args.out,
                          n_boot=args.n_boot, log=_log, existing=_existing(args), coordinator=args.coordinator,
                          num_processes=args.num_processes, process_id=args.process_id)
     return 0
 
 
 def _antipersist_config(args: argparse.Namespace):
-    """``--config`` (or the defaults), then ``--quick``, then the flag overrides."""
+    """``--config`` (or the defaults), then ``--quick``, then the flag overrides, then ``--set``."""
     from cfjax.config import APConfig, load_toml, quick
 
     cfg = load_toml(APConfig, args.config) if args.config else APConfig()
@@ -311,7 +373,7 @@ def _antipersist_config(args: argparse.Namespace):
         v = getattr(args, attr, None)
         if v is not None:
             cfg = _replace(cfg, flag, **{field: tuple(v) if isinstance(v, list) else v})
-    return cfg
+    return _with_sets(cfg, args)
 
 
 def _antipersist_run(args: argparse.Namespace) -> int:
@@ -327,7 +389,7 @@ def _antipersist_run(args: argparse.Namespace) -> int:
 
 
 def _upliftmem_config(args: argparse.Namespace):
-    """``--config`` (or the defaults), then ``--quick``, then the flag overrides."""
+    """``--config`` (or the defaults), then ``--quick``, then the flag overrides, then ``--set``."""
     from cfjax.config import UpliftConfig, load_toml
     from cfjax.experiments.uplift import quick_config
 
@@ -338,7 +400,7 @@ def _upliftmem_config(args: argparse.Namespace):
         cfg = _replace(cfg, "--max-tasks", max_tasks=args.max_tasks)
     if args.probe_strategy is not None:
         cfg = _replace(cfg, "--probe-strategy", probing=dataclasses.replace(cfg.probing, strategy=args.probe_strategy))
-    return cfg
+    return _with_sets(cfg, args)
 
 
 def _upliftmem_run(args: argparse.Namespace) -> int:
@@ -354,29 +416,64 @@ def _upliftmem_run(args: argparse.Namespace) -> int:
 
 
 def _upliftmem_probes(args: argparse.Namespace) -> int:
+    from cfjax.config import UpliftConfig
+    from cfjax.experiments.uplift import quick_config
     from cfjax.experiments.uplift_probes import probes_main
 
+    cfg = _with_sets(quick_config(UpliftConfig()) if args.quick else UpliftConfig(), args)
     probes_main(suites=args.suite, out=args.out, quick=args.quick, seeds=args.seeds or (0,), log=_log,
-                existing=_existing(args))
+                existing=_existing(args), cfg=cfg)
+    return 0
+
+
+def _upliftmem_controlled(args: argparse.Namespace) -> int:
+    from cfjax.config import UpliftConfig
+    from cfjax.experiments.uplift_controlled import controlled_config, controlled_main
+
+    cfg = _with_sets(_checked("--epochs", controlled_config, UpliftConfig(), quick=args.quick or args.small,
+                              epochs=args.epochs), args)
+    controlled_main(out=args.out, quick=args.quick, small=args.small, stores=args.stores, k_values=args.k,
+                    variants=args.variants, repeats=args.repeats, backbone=args.backbone, log=_log,
+                    existing=_existing(args), cfg=cfg)
+    return 0
+
+
+def _upliftmem_stores(args: argparse.Namespace) -> int:
+    from cfjax.experiments.countermem import resolve_suites
+    from cfjax.experiments.uplift_stores import stores_config, stores_main
+
+    suites = resolve_suites([x for x in args.suite.split(",") if x] or ["sql"])
+    _check_sandbox(args, suites)
+    cfg = _with_sets(stores_config(quick=args.quick, max_tasks=args.max_tasks, epochs=args.epochs), args)
+    stores_main(out=args.out, suites=suites, stores=args.stores, quick=args.quick, repeats=args.repeats,
+                ap_row=args.ap_row, backbone=_backbone(args), log=_log, existing=_existing(args), cfg=cfg)
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from cfjax.experiments.compare import compare_main
+    from cfjax.experiments.compare import CompareConfig, compare_main
     from cfjax.experiments.countermem import resolve_suites
 
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)
+    cfg = _with_sets(CompareConfig.quick() if args.quick else CompareConfig(), args)
     compare_main(suites=suites, out=args.out, quick=args.quick, workers=args.workers, backbone=_backbone(args),
-                 log=_log, existing=_existing(args), executor=_executor(args))
+                 log=_log, existing=_existing(args), executor=_executor(args), cfg=cfg, only=args.methods)
     return 0
+
+
+def _compare_methods_help() -> str:
+    from cfjax.experiments.compare import methods
+
+    return ("methods to run (default: all; countermem always runs, it gives the none row): "
+            + " ".join(methods()))
 
 
 def _sweep(args: argparse.Namespace) -> int:
     from cfjax.experiments.sweep import DEFAULT_GRID, run_sweep
 
     run_sweep(args.method, grid=args.grid or DEFAULT_GRID, out=args.out, quick=args.quick, workers=args.workers,
-              log=_log, existing=_existing(args), executor=_executor(args))
+              log=_log, existing=_existing(args), executor=_executor(args), sets=args.overrides or ())
     return 0
 
 
@@ -386,6 +483,12 @@ def _out_flags(parser: argparse.ArgumentParser, *, force: str, resume: str | Non
     g.add_argument("--force", action="store_true", help=force)
     g.add_argument("--resume", action="store_true",
                    help=resume or "not supported by this command (it refuses with one line)")
+
+
+def _countermem_rows_help() -> str:
+    from cfjax.experiments.rows import row_names
+
+    return "rows to run (default: all): " + " ".join(row_names())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -401,10 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
     cms = cm.add_subparsers(dest="command", required=True)
     r = cms.add_parser("run", parents=[common],
                        help="Algorithm 1 with every baseline and ablation row on the built-in suites")
-    r.add_argument("--suite", default="all", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks; README, 'Bring your own tasks') (default: all)")
+    r.add_argument("--suite", default="all", help=_suite_help("all"))
     r.add_argument("--rows", nargs="+", default=None,
-                   help="rows to run (default: all): none best_of_n expel cf_memory cf_without_wm wm_without_cf "
-                        "random_retrieval shuffled_retrieval no_condition retention accumulation")
+                   help=_countermem_rows_help)
     r.add_argument("--out", required=True, help="output directory")
     _backbone_flags(r)
     r.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="backbone seeds (default: 0 1 2)")
@@ -414,8 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="selector seeds, cycled over a suite's units (default: 0 1 2 3 4, Table 3)")
     r.add_argument("--config", default=None, help="a CounterMemConfig TOML file (see DIR/config.toml of a run)")
     r.add_argument("--decisions", type=_pos_int, default=None,
-                   help="selector training decisions (default 2000, Table 3)")
+                   help="selector training decisions (default 2000, Table 3; = --set dqn.total_decisions=N)")
     r.add_argument("--max-tasks", type=_pos_int, default=None, help="cap every split (smoke tests)")
+    _set_flag(r, "CounterMemConfig", "agent.max_attempts=3, store.capacity=100")
     r.add_argument("--quick", action="store_true",
                    help=f"seed {' '.join(map(str, QUICK.seeds))}, split seed "
                         f"{' '.join(map(str, QUICK.split_seeds))}, {QUICK.max_tasks} tasks per split, "
@@ -437,11 +540,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=_countermem_report)
 
     t = cms.add_parser("table", parents=[common], help="build a counterfactual decision table for selector training")
-    t.add_argument("--suite", default="sql", help="sql | pybugs | sat | jsonl:PATH (your own tasks) (default: sql)")
+    t.add_argument("--suite", default="sql", help=_suite_help("sql", all_=False, guide=False))
     t.add_argument("--out", required=True, help="output directory (--resume continues a build already there)")
     t.add_argument("--seed", type=_seed_int, default=0, help="backbone / construction seed (default 0)")
     t.add_argument("--samples", type=_pos_int, default=4, help="independent draft samples per task (default 4)")
     t.add_argument("--config", default=None, help="a CounterMemConfig TOML file")
+    _set_flag(t, "CounterMemConfig", "agent.max_attempts=3", order="Applied after --config FILE "
+              "(the last --set of a key wins).")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
     _out_flags(t, force="start over: remove store.json, build.json, parts/, table.npz, table.json, selectors.json and "
                         "suites/<suite>/ (other files are kept)",
@@ -454,7 +559,10 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--seeds", default="0-4", help="seeds, e.g. 0-4 or 0,3,7 (default 0-4)")
     ts.add_argument("--grid", nargs="*", default=None,
                     help="hyperparameter grid, e.g. lr=1e-3,3e-4 gamma=0.9,0.95 (cartesian product)")
-    ts.add_argument("--decisions", type=_pos_int, default=None, help="training decisions (default 2000, Table 3)")
+    ts.add_argument("--decisions", type=_pos_int, default=None,
+                    help="training decisions (default 2000, Table 3; = --set total_decisions=N)")
+    _set_flag(ts, "DQNConfig", "lr=3e-4, batch_size=64", order="Applied after --decisions (the last --set of a key "
+              "wins); --grid varies its keys per point on top.")
     ts.add_argument("--out", default=None, help="results JSON (default TABLE/selectors.json)")
     ts.add_argument("--n-boot", type=_pos_int, default=2000,
                     help="bootstrap resamples for the 95%% intervals against skip / top-1 / oracle (default 2000)")
@@ -471,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     aps = ap.add_subparsers(dest="command", required=True)
     ar = aps.add_parser("run", parents=[common],
                         help="the iteration protocol with every row (held-out success by iteration)")
-    ar.add_argument("--suite", default="all", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks; README, 'Bring your own tasks') (default: all)")
+    ar.add_argument("--suite", default="all", help=_suite_help("all"))
     ar.add_argument("--out", required=True, help="output directory")
     ar.add_argument("--rows", nargs="+", default=None, help="rows to run (default: all)")
     _backbone_flags(ar)
@@ -484,6 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="training tasks per iteration (default 50)")
     ar.add_argument("--max-tasks", type=_pos_int, default=None,
                     help="held-out tasks per iteration, spread over the split (default: all)")
+    _set_flag(ar, "APConfig", "max_attempts=3, bandit.rho=0.6")
     ar.add_argument("--workers", type=_pos_int, default=None,
                     help="worker processes over (suite, split, row, seed) jobs (default: min(2, CPUs))")
     ar.add_argument("--quick", action="store_true",
@@ -501,7 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
     ur = ups.add_parser("run", parents=[common],
                         help="train once per row, evaluate 3 times: no memory, similarity top-K, UpliftMem and "
                              "its ablations (Tables 1-2 analogues)")
-    ur.add_argument("--suite", default="all", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks; README, 'Bring your own tasks') (default: all)")
+    ur.add_argument("--suite", default="all", help=_suite_help("all"))
     ur.add_argument("--out", required=True, help="output directory")
     ur.add_argument("--rows", nargs="+", default=None,
                     help="trained rows (default: upliftmem base warmup_only random_probing no_policy no_value; "
@@ -511,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     ur.add_argument("--max-tasks", type=_pos_int, default=None, help="tasks per split, spread over it (default: all)")
     ur.add_argument("--probe-strategy", choices=("evsi", "random", "mcstd", "eig"), default=None,
                     help="acquisition of the upliftmem row (default evsi)")
+    _set_flag(ur, "UpliftConfig", "training.epochs=2, retrieval.width=3")
     ur.add_argument("--workers", type=_pos_int, default=None,
                     help="worker processes over (suite, row) jobs (default: min(2, CPUs))")
     ur.add_argument("--quick", action="store_true", help="16 tasks per split, 1 epoch, 1 evaluation repeat (smoke run)")
@@ -521,20 +631,62 @@ def build_parser() -> argparse.ArgumentParser:
     upr = ups.add_parser("probes", parents=[common],
                          help="EVSI, random, MC-STD and EIG probing from the same warm-up checkpoint and fixed store "
                               "at budgets 20-200 (RQ4): cumulative success and mean reward")
-    upr.add_argument("--suite", default="sql", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks) (default: sql)")
+    upr.add_argument("--suite", default="sql", help=_suite_help("sql", guide=False))
     upr.add_argument("--out", required=True, help="output directory")
     upr.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="training seeds (default: 0)")
     upr.add_argument("--quick", action="store_true", help="budgets 5 10 20 on 16 tasks per split (smoke run)")
+    _set_flag(upr, "UpliftConfig", "training.epochs=2, max_tasks=24",
+              order="Applied after --quick (the last --set of a key wins); probes.json records the config.")
     _out_flags(upr, force="replace probes.json, probes.txt, probes.png and suites/ in --out", resume=None)
     upr.set_defaults(func=_upliftmem_probes)
+    uc = ups.add_parser("controlled", parents=[common],
+                        help="native vs UpliftMem retrieval on the MemSyco-like suite's fixed stores, answered by "
+                             "its frozen scripted answerer (Table 3, RQ2/RQ5 analogues)")
+    uc.add_argument("--out", required=True, help="output directory (results.json, report.txt)")
+    uc.add_argument("--stores", nargs="+", default=None,
+                    help="fixed stores (default: rag mem0 amem memgpt lightmem; rag mem0 with --quick)")
+    uc.add_argument("--k", type=_pos_int, nargs="+", default=[5], help="memory caps K (default 5; RQ5: 3 5 10)")
+    uc.add_argument("--variants", nargs="+", default=["upliftmem"],
+                    help="trained rows (default upliftmem; Table 3 ablations: warmup_only random_probing …)")
+    uc.add_argument("--epochs", type=_pos_int, default=None, help="training epochs (default 3; 1 with --quick)")
+    uc.add_argument("--repeats", type=_pos_int, default=None, help="evaluation repeats (default 3; 1 with --quick)")
+    uc.add_argument("--small", action="store_true", help="the --quick training config on the full suite")
+    uc.add_argument("--quick", action="store_true",
+                    help="15 instances per scenario, 2 stores, 1 epoch, 1 evaluation repeat (smoke run)")
+    uc.add_argument("--backbone", type=_backbone_arg, default="scripted", metavar="scripted",
+                    help="only scripted: the executor is the suite's frozen scripted answerer (others are refused)")
+    _set_flag(uc, "UpliftConfig", "training.epochs=2, probing.budget=40")
+    _out_flags(uc, force="replace results.json and report.txt in --out (other files are kept)", resume=None)
+    uc.set_defaults(func=_upliftmem_controlled)
+    us = ups.add_parser("stores", parents=[common],
+                        help="the store swap: CounterMem's and Anti-Persistence's frozen stores, one fixed executor, "
+                             "native vs UpliftMem retrieval (RQ2 on the built-in suites)")
+    us.add_argument("--suite", default="sql", help=_suite_help("sql", guide=False) + "; several: comma-separated")
+    us.add_argument("--out", required=True, help="output directory (results.json, report.txt, suites/<suite>/)")
+    us.add_argument("--stores", nargs="+", default=None, help="countermem and/or antipersist (default: both)")
+    us.add_argument("--ap-row", default="anti_persistence",
+                    help="the Anti-Persistence row that builds its store: anti_persistence (default) or "
+                         "trajectory_memory")
+    us.add_argument("--max-tasks", type=_seed_int, default=None, help="tasks per split (0 = all; 16 with --quick)")
+    us.add_argument("--epochs", type=_pos_int, default=None, help="training epochs (default 3; 1 with --quick)")
+    us.add_argument("--repeats", type=_pos_int, default=None, help="evaluation repeats (default 3; 1 with --quick)")
+    us.add_argument("--quick", action="store_true", help="16 tasks per split, 1 epoch, 1 evaluation repeat (smoke run)")
+    _backbone_flags(us)
+    _set_flag(us, "UpliftConfig", "training.epochs=2, max_tasks=24")
+    _out_flags(us, force="replace results.json, report.txt and suites/<suite>/ in --out (other files are kept)",
+               resume=None)
+    us.set_defaults(func=_upliftmem_stores)
 
     co = sub.add_parser("compare", parents=[common],
                         help="none, CounterMem, Anti-Persistence and UpliftMem on the same held-out tasks, backbone "
                              "and seeds: one table and one figure with paired intervals and each method's cost")
-    co.add_argument("--suite", default="all", help="sql | pybugs | sat | all | jsonl:PATH (your own tasks; README, 'Bring your own tasks') (default: all)")
+    co.add_argument("--suite", default="all", help=_suite_help("all"))
     co.add_argument("--out", required=True, help="output directory")
     co.add_argument("--quick", action="store_true", help="one seed, 16 tasks per split, each method's smoke preset")
     co.add_argument("--workers", type=_pos_int, default=None, help="worker processes (default: min(2, CPUs))")
+    co.add_argument("--methods", nargs="+", default=None, help=_compare_methods_help)
+    _set_flag(co, "CompareConfig", "max_tasks=8, countermem.agent.max_attempts=3, antipersist.iterations=4",
+              order="Applied after --quick (the last --set of a key wins).")
     _backbone_flags(co)
     _out_flags(co, force="replace a comparison already in --out (config.toml, results.json, report.txt, "
                          "compare.png, suites/, <suite>/; other files are kept)", resume=None)
@@ -548,6 +700,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "cfjax/experiments/sweep_grid.toml)")
     sw.add_argument("--out", required=True, help="output directory (sweep.json, sweep.txt, sweep_<row>.png)")
     sw.add_argument("--quick", action="store_true", help="the grid file's [<method>.quick] settings (minutes)")
+    _set_flag(sw, "method's config (CounterMemConfig or APConfig)", "seeds=[0], scripted.p_noise=0.1",
+              order="Added to the grid's base at every point, after its [<method>.base] and --quick tables; "
+                    "a key the grid varies (an axis) is refused.")
     sw.add_argument("--workers", type=_pos_int, default=None, help="worker processes (default: min(2, CPUs))")
     _out_flags(sw, force="replace a sweep already in --out: remove sweep.json, sweep.txt, sweep_*.png, "
                          "suites/<suite>/ and point_*/ (other files are kept)", resume=None)

@@ -47,10 +47,10 @@ from cfjax.infra.executors import Executor
 from cfjax.experiments.common import run_pool, write_results
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
 
-__all__ = ["METHODS", "CompareConfig", "Meter", "MeteredBackbone", "MeteredWorld", "run_compare", "compare_main",
+__all__ = ["METHODS", "CompareMethod", "methods", "CompareConfig", "Meter", "MeteredBackbone", "MeteredWorld", "run_compare", "compare_main",
            "format_compare", "compare_outputs"]
 
-#: rows, in print order
+#: the built-in rows, in print order (:func:`methods` adds every registered memory system that fits)
 METHODS = ("none", "countermem", "antipersist", "upliftmem")
 
 
@@ -101,26 +101,22 @@ class Meter:
 
 
 class MeteredBackbone:
-    """A backbone whose every call is counted by a :class:`Meter` (then passed through unchanged)."""
+    """A backbone whose every call is counted by a :class:`Meter` (then passed through unchanged).
 
-    _CALLS = ("draft_action", "generate_local_alternatives", "distil_record", "revise_with_record",
-              "judge_candidates", "extract_insight", "write_memory", "revise_memory")
+    Every model call of every kind goes through the one generic ``call(kind, req)``, so metering it
+    counts each call's usage exactly once, whichever memory system made it."""
 
     def __init__(self, inner, meter: Meter) -> None:
         self._inner, self._meter = inner, meter
         self.name = getattr(inner, "name", "backbone")
 
+    def call(self, kind, req):
+        res = self._inner.call(kind, req)
+        self._meter.llm(res.usage)
+        return res
+
     def __getattr__(self, name: str):
-        attr = getattr(self._inner, name)
-        if name not in self._CALLS:
-            return attr
-
-        def call(req):
-            res = attr(req)
-            self._meter.llm(res.usage)
-            return res
-
-        return call
+        return getattr(self._inner, name)
 
 
 class MeteredWorld:
@@ -231,6 +227,80 @@ def _run_upliftmem(suite, sp, backbone, world, cfg: UpliftConfig, seed: int, met
                                    "executions": run.counts()}}}
 
 
+def _run_system(name: str):
+    """The compare method of a registered memory system (:mod:`cfjax.memory`): built from the memory-free
+    episodes of ``T_build`` (training phase), frozen, evaluated with its recall on the held-out tasks under
+    CounterMem's evaluation episode ids (so its draws are those of the ``none`` row: common random numbers)
+    and attempt limit."""
+
+    def run(suite, sp, backbone, world, cfg: CompareConfig, seed: int, meter: Meter, out_dir: Path) -> dict:
+        from cfjax.countermem.pipeline import _EP_BUILD, _EP_EVAL
+        from cfjax.infra.ledger import Ledger
+        from cfjax.memory import SystemContext, build_experience, recall_episode
+        from cfjax.registry import MEMORY_SYSTEMS
+
+        info = MEMORY_SYSTEMS.get(name)
+        max_attempts = cfg.countermem.agent.max_attempts
+        led = Ledger(f"{name}/build")
+        system = info.make(SystemContext(backbone, suite.edits, max_attempts, seed, led))
+        system.build(build_experience(list(sp.build), backbone=backbone, world=world, edits=suite.edits, ledger=led,
+                                      episode0=_EP_BUILD, max_attempts=max_attempts))
+        system.freeze()
+        meter.phase = "eval"
+        ev = Ledger("eval")
+        solved = [int(recall_episode(t, system, info, backbone=backbone, world=world, edits=suite.edits, ledger=ev,
+                                     episode=_EP_EVAL + i, max_attempts=max_attempts, measure=False).solved)
+                  for i, t in enumerate(sp.eval)]
+        return {"outcomes": {name: solved}, "memory": system.summary(),
+                "cost": {name: {"train": meter.counts["train"], "eval": meter.counts["eval"]}}}
+
+    return run
+
+
+@dataclass(frozen=True)
+class CompareMethod:
+    """One job kind of ``compare``: ``run(suite, splits, backbone, world, cfg, seed, meter, out_dir) → dict``
+    with the rows it produces (``outcomes``), its costs and its memory counts; ``config`` names the
+    :class:`CompareConfig` section whose backbone settings it uses; ``cost`` weighs it for scheduling."""
+
+    name: str
+    run: Callable[..., dict]
+    rows: tuple[str, ...]
+    config: str = "countermem"
+    cost: float = 1.0
+
+
+def _builtin_methods() -> list[CompareMethod]:
+    return [
+        CompareMethod("countermem", lambda suite, sp, bb, w, cfg, seed, meter, out: _run_countermem(
+            suite, sp, bb, w, cfg.countermem, seed, meter), ("none", "countermem"), "countermem", 2),
+        CompareMethod("antipersist", lambda suite, sp, bb, w, cfg, seed, meter, out: _run_antipersist(
+            suite, sp, bb, w, cfg.antipersist, seed, meter, out / suite.name / f"antipersist_seed_{seed}"),
+            ("antipersist",), "antipersist", 2),
+        CompareMethod("upliftmem", lambda suite, sp, bb, w, cfg, seed, meter, out: _run_upliftmem(
+            suite, sp, bb, w, cfg.upliftmem, seed, meter), ("upliftmem",), "upliftmem", 3),
+    ]
+
+
+def methods() -> dict[str, CompareMethod]:
+    """Every compare method: the three papers' methods, then each registered memory system whose
+    ``runners`` include ``compare``."""
+    from cfjax.registry import MEMORY_SYSTEMS
+
+    out = {m.name: m for m in _builtin_methods()}
+    for name, info in MEMORY_SYSTEMS.items():
+        if "compare" in info.runners and name not in out and name not in METHODS:
+            out[name] = CompareMethod(name, _run_system(name), (name,), "countermem", 1)
+    return out
+
+
+def method_rows(names: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The rows of the chosen methods (default: all), in print order."""
+    ms = methods()
+    chosen = list(ms) if names is None else list(names)
+    return tuple(r for m in chosen for r in ms[m].rows)
+
+
 def run_compare_job(job: CompareJob) -> dict:
     """One (suite, method, seed); returns plain data (the function worker processes run)."""
     from cfjax.experiments.antipersist import _open
@@ -241,18 +311,11 @@ def run_compare_job(job: CompareJob) -> dict:
     sp = _splits(suite, job.cfg)
     spec = job.backbone or BackboneSpec("scripted")
     meter = Meter()
-    method_cfg = {"countermem": job.cfg.countermem, "antipersist": job.cfg.antipersist,
-                  "upliftmem": job.cfg.upliftmem}[job.method]
-    backbone = MeteredBackbone(spec.make(suite, job.seed, method_cfg), meter)
+    method = methods()[job.method]
+    backbone = MeteredBackbone(spec.make(suite, job.seed, getattr(job.cfg, method.config)), meter)
     mworld = MeteredWorld(world, meter)
     random.seed(job.seed)
-    if job.method == "countermem":
-        got = _run_countermem(suite, sp, backbone, mworld, job.cfg.countermem, job.seed, meter)
-    elif job.method == "antipersist":
-        got = _run_antipersist(suite, sp, backbone, mworld, job.cfg.antipersist, job.seed, meter,
-                               Path(job.out_dir) / job.suite / f"antipersist_seed_{job.seed}")
-    else:
-        got = _run_upliftmem(suite, sp, backbone, mworld, job.cfg.upliftmem, job.seed, meter)
+    got = method.run(suite, sp, backbone, mworld, job.cfg, job.seed, meter, Path(job.out_dir))
     from cfjax.experiments.countermem import backbone_stats
 
     llm = backbone_stats(backbone._inner)
@@ -276,10 +339,10 @@ def _pairwise(outcomes: dict, rows: Sequence[str], n_boot: int = 2000) -> dict:
     return {"rows": table, "differences": diffs}
 
 
-def _costs(jobs: Sequence[dict], suite: str | None = None) -> dict:
+def _costs(jobs: Sequence[dict], suite: str | None = None, rows: Sequence[str] = METHODS) -> dict:
     """Mean per (suite, seed) of each method's training and evaluation costs, per held-out task for eval."""
     out: dict = {}
-    for m in METHODS:
+    for m in rows:
         blocks = [j["cost"][m] for j in jobs if m in j.get("cost", {}) and (suite is None or j["suite"] == suite)]
         if not blocks:
             continue
@@ -356,9 +419,10 @@ def _plot(payload: dict, path: Path) -> None:
 
 def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfig = CompareConfig(),
                 workers: int = 1, backbone=None, log: Callable[[str], None] = print,
-                executor: Executor = "local") -> dict:
+                executor: Executor = "local", only: Sequence[str] | None = None) -> dict:
     """Every suite × method × seed; writes ``results.json``, ``report.txt``, ``compare.png``; the jobs
-    run on the local process pool or as Ray tasks (``executor``)."""
+    run on the local process pool or as Ray tasks (``executor``). ``only``: the methods to run (default:
+    every one of :func:`methods`; ``countermem`` always runs, since it produces the ``none`` row)."""
     from cfjax.config import save_toml
     from cfjax.domains import build_suite
     from cfjax.experiments.countermem import BackboneSpec
@@ -371,16 +435,21 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
     for s in suites:
         roots[s] = out / "suites" / s
         build_suite(s, roots[s])
+    ms = methods()
+    chosen = list(ms) if only is None else ["countermem"] + [m for m in only if m != "countermem"]
+    bad = [m for m in chosen if m not in ms]
+    if bad:
+        raise ValueError(f"unknown compare method(s) {bad}; choose from {', '.join(ms)}")
+    rows_all = method_rows(chosen)
     jobs = [CompareJob(s, str(roots[s]), m, seed, cfg, str(out), spec) for s in suites
-            for m in ("countermem", "antipersist", "upliftmem") for seed in cfg.seeds]
+            for m in chosen for seed in cfg.seeds]
     def note(d: dict) -> None:
         log(f"  {d['suite']}/{d['method']} seed {d['seed']}: " + "  ".join(
             f"{r} {100 * np.mean(v):.1f}%" for r, v in d["outcomes"].items()) + f" ({d['seconds']:.0f}s)")
 
     from cfjax.experiments.antipersist import _close_all
 
-    cost = {"upliftmem": 3, "antipersist": 2, "countermem": 2}
-    done = run_pool(run_compare_job, jobs, workers=workers, cost=lambda j: cost[j.method], note=note,
+    done = run_pool(run_compare_job, jobs, workers=workers, cost=lambda j: ms[j.method].cost, note=note,
                     initializer=_init_worker, serial_done=_close_all, executor=executor)
     outcomes: dict = {}
     for s in suites:
@@ -389,18 +458,18 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
         if any(d["task_ids"] != ids for d in mine):
             raise RuntimeError(f"{s}: the methods were evaluated on different tasks")
         rows = {r: [next(d for d in mine if r in d["outcomes"] and d["seed"] == seed)["outcomes"][r]
-                    for seed in cfg.seeds] for r in METHODS}
+                    for seed in cfg.seeds] for r in rows_all}
         outcomes[s] = {str(cfg.split_seed): {"task_ids": ids, "seeds": list(cfg.seeds), "rows": rows}}
     per_suite = {}
     for s in suites:
-        block = _pairwise({s: outcomes[s]}, METHODS)
-        block["costs"] = _costs([d for d in done if d], s)
+        block = _pairwise({s: outcomes[s]}, rows_all)
+        block["costs"] = _costs([d for d in done if d], s, rows_all)
         block["memory"] = {d["method"]: d["memory"] for d in done if d and d["suite"] == s}
         per_suite[s] = block
-    summary = _pairwise(outcomes, METHODS)
-    summary["costs"] = _costs([d for d in done if d])
+    summary = _pairwise(outcomes, rows_all)
+    summary["costs"] = _costs([d for d in done if d], None, rows_all)
     payload = {"backbone": spec.label, "suites": list(suites), "seeds": list(cfg.seeds), "split_seed": cfg.split_seed,
-               "rows": list(METHODS), "summary": summary, "per_suite": per_suite, "outcomes": outcomes,
+               "rows": list(rows_all), "summary": summary, "per_suite": per_suite, "outcomes": outcomes,
                "jobs": [{k: d[k] for k in ("suite", "method", "seed", "seconds")} for d in done if d],
                "llm": merge_llm(d.get("llm") for d in done if d)}
     text = format_compare(payload)
@@ -422,13 +491,18 @@ def compare_outputs() -> list[str]:
 
 def compare_main(*, suites: Sequence[str], out: str | Path, quick: bool = False, workers: int | None = None,
                  backbone="scripted", log: Callable[[str], None] = print, existing: str = "refuse",
-                 executor: Executor = "local") -> dict:
-    """``cfjax compare``: :func:`run_compare` with a header and a closing line."""
+                 executor: Executor = "local", cfg: CompareConfig | None = None,
+                 only: Sequence[str] | None = None) -> dict:
+    """``cfjax compare``: :func:`run_compare` with a header and a closing line.
+
+    ``cfg``: the config to run (the CLI's, with its ``--set`` overrides); ``None`` =
+    :meth:`CompareConfig.quick` if ``quick``, else the defaults."""
     from cfjax.experiments.countermem import backbone_spec, default_workers, resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
-    cfg = CompareConfig.quick() if quick else CompareConfig()
+    if cfg is None:
+        cfg = CompareConfig.quick() if quick else CompareConfig()
     spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
     workers = workers if workers is not None else default_workers(spec)
     out = Path(out)
@@ -436,6 +510,7 @@ def compare_main(*, suites: Sequence[str], out: str | Path, quick: bool = False,
     log(f"cfjax compare: suites={names} backbone={spec.label} seeds={list(cfg.seeds)} "
         f"tasks per split={cfg.max_tasks or 'all'}, {workers} worker(s){' (quick)' if quick else ''} → {out}")
     t0 = time.perf_counter()
-    payload = run_compare(out, suites=names, cfg=cfg, workers=workers, backbone=spec, log=log, executor=executor)
+    payload = run_compare(out, suites=names, cfg=cfg, workers=workers, backbone=spec, log=log, executor=executor,
+                          only=only)
     log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, {out / 'compare.png'} ({time.perf_counter() - t0:.0f}s)")
     return payload
