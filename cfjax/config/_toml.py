@@ -13,13 +13,19 @@ run::
 Supported hints: ``bool`` (an int is refused), ``int`` (a bool is refused),
 ``float`` (an int is accepted and converted), ``str``, ``tuple[T, ...]`` and
 ``tuple[T1, T2]`` (from a TOML array, each element checked), nested
-dataclasses (TOML tables), ``X | None`` and ``Literal[...]``. Range checks
+dataclasses (TOML tables), ``Mapping[str, T]`` (a TOML table of named ``T``
+values, kept as a dict), ``X | None`` and ``Literal[...]``. Range checks
 live in each dataclass's ``__post_init__``; their ``ValueError`` is turned
 into a :class:`ConfigError` naming the section (``[store]: StoreConfig.capacity
 must be ≥ 1, got 0``).
 
 TOML has no null: :func:`save_toml` leaves out fields whose value is
 ``None``, and loading falls back to the field's default for them.
+
+A section whose keys are not all fixed (e.g. one subtable per registered
+domain) defines two hooks: a classmethod ``_config_load(data, prefix)`` that
+returns the table to build the dataclass from (called before the key check)
+and a method ``_config_dump(d)`` that returns the table :func:`to_dict` writes.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import math
 import tomllib
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
@@ -53,12 +60,16 @@ def _plain(v: Any) -> Any:
         return to_dict(v)
     if isinstance(v, (tuple, list)):
         return [_plain(x) for x in v]
+    if isinstance(v, Mapping):
+        return {k: _plain(x) for k, x in v.items()}
     return v
 
 
 def to_dict(cfg: Any) -> dict:
     """Nested plain dict of a config dataclass (tuples become lists, nested configs dicts)."""
-    return {f.name: _plain(getattr(cfg, f.name)) for f in fields(cfg)}
+    d = {f.name: _plain(getattr(cfg, f.name)) for f in fields(cfg)}
+    dump = getattr(cfg, "_config_dump", None)
+    return dump(d) if dump is not None else d
 
 
 def _path(prefix: str, name: str) -> str:
@@ -79,6 +90,9 @@ def _describe(tp: Any) -> str:
             " (or left out)" if type(None) in get_args(tp) else "")
     if origin is typing.Literal:
         return "one of " + ", ".join(_show(a) for a in get_args(tp))
+    if origin in (dict, Mapping):
+        args = get_args(tp)
+        return f"a table of {_describe(args[1]) if len(args) == 2 else 'values'}"
     if origin in (tuple, list):
         args = get_args(tp)
         if not args or (len(args) == 2 and args[1] is Ellipsis):
@@ -121,6 +135,8 @@ def _convert(tp: Any, v: Any, key: str) -> Any:
     if tp is Any:
         return v
     if isinstance(tp, type) and is_dataclass(tp):
+        if isinstance(v, tp):  # already built (by a section's _config_load hook)
+            return v
         if not isinstance(v, dict):
             raise _fail(key, tp, v)
         return _build(tp, v, key)
@@ -163,6 +179,16 @@ def _convert(tp: Any, v: Any, key: str) -> Any:
         if any(type(v) is type(a) and v == a for a in allowed):
             return v
         raise _fail(key, tp, v)
+    if origin in (dict, Mapping):
+        if not isinstance(v, dict):
+            raise _fail(key, tp, v)
+        args = get_args(tp)
+        out = {}
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise _fail(key, tp, v)
+            out[k] = _convert(args[1], x, f"{key}.{k}") if len(args) == 2 else x
+        return out
     if origin in (tuple, list):
         if not isinstance(v, (list, tuple)):
             raise _fail(key, tp, v)
@@ -190,6 +216,9 @@ def _convert(tp: Any, v: Any, key: str) -> Any:
 
 
 def _build(cls: type[T], data: dict, prefix: str) -> T:
+    load = getattr(cls, "_config_load", None)
+    if load is not None:
+        data = load(dict(data), prefix)
     hints = get_type_hints(cls)
     fs = [f for f in fields(cls) if f.init]  # type: ignore[arg-type]
     names = [f.name for f in fs]

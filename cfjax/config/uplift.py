@@ -9,7 +9,9 @@ rate and step counts are ours.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from cfjax.config.scripted import ScriptedConfig
 from cfjax.infra.index import IndexConfig
@@ -48,26 +50,99 @@ class UtilitySpec:
             raise ValueError(f"UtilitySpec.cost must be 'attempts' or 'memory_tokens', got {self.cost!r}")
 
 
+def _registered() -> Any:
+    """:data:`cfjax.registry.DOMAINS` (imported on use: a lookup imports the domain plugins)."""
+    from cfjax.registry import DOMAINS
+
+    return DOMAINS
+
+
+def _declared_utility(domain: str) -> UtilitySpec:
+    return UtilitySpec(**_registered().get(domain).utility)
+
+
 @dataclass(frozen=True)
 class UtilitySection:
     """Eq. 1 per domain (ours; the paper fixes them per benchmark without printing them).
 
-    SQL and SAT count evaluated attempts (``C_max`` = the attempt limit, 2), like the paper's action
-    counts; pybugs counts injected memory tokens like BigCodeBench (``C_max = 600`` ≈ three typical
-    memories); the controlled suite counts memory tokens too. ``γ = 0.2``: an efficiency bonus worth a
-    fifth of a success, so success always dominates; ``ρ = 1``: only a solved task earns it.
+    A registered domain declares its constants itself (:attr:`cfjax.types.DomainInfo.utility`, in its
+    folder): SQL and SAT count evaluated attempts (``C_max`` = the attempt limit, 2), like the paper's
+    action counts; pybugs counts injected memory tokens like BigCodeBench (``C_max = 600`` ≈ three
+    typical memories). ``γ = 0.2``: an efficiency bonus worth a fifth of a success, so success always
+    dominates; ``ρ = 1``: only a solved task earns it. The two suites that are not domains keep their
+    constants here: the controlled suite (``memsyco``) counts memory tokens too; ``synthetic`` has
+    ``γ = 0`` (``U = R``).
+
+    ``overrides`` replaces a registered domain's constants. In TOML it is one subtable per domain,
+    ``[utility.<domain>]`` (the layout of the configs written before domains declared their constants);
+    the keys a subtable leaves out keep the domain's declared values.
     """
 
-    sql: UtilitySpec = field(default_factory=UtilitySpec)
-    sat: UtilitySpec = field(default_factory=UtilitySpec)
-    pybugs: UtilitySpec = field(default_factory=lambda: UtilitySpec(c_max=600.0, cost="memory_tokens"))
     memsyco: UtilitySpec = field(default_factory=lambda: UtilitySpec(c_max=800.0, cost="memory_tokens"))
     synthetic: UtilitySpec = field(default_factory=lambda: UtilitySpec(gamma=0.0))
+    #: registered domain → its constants for this run (``{}``: every domain's declared ones)
+    overrides: Mapping[str, UtilitySpec] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "overrides", dict(self.overrides))  # a private copy
+        if self.overrides:
+            reg = _registered()
+            unknown = [d for d in self.overrides if d not in reg]
+            if unknown:
+                raise ValueError(f"UtilitySection.overrides: unknown domain{'s' if len(unknown) > 1 else ''} "
+                                 f"{', '.join(map(repr, unknown))} (registered: {', '.join(reg.names())})")
 
     def get(self, domain: str) -> UtilitySpec:
-        if not hasattr(self, domain):
-            raise ValueError(f"no utility constants for domain {domain!r}")
-        return getattr(self, domain)
+        """The constants of ``domain``: a registered domain (its override, else its declared
+        :attr:`~cfjax.types.DomainInfo.utility`), ``memsyco`` or ``synthetic``."""
+        if domain in self.overrides:
+            return self.overrides[domain]
+        if domain in ("memsyco", "synthetic"):
+            return getattr(self, domain)
+        reg = _registered()
+        if domain in reg:
+            return _declared_utility(domain)
+        raise ValueError(f"no utility constants for domain {domain!r} (registered domains: "
+                         f"{', '.join(reg.names())}; also memsyco, synthetic)")
+
+    @classmethod
+    def _config_load(cls, data: dict, prefix: str) -> dict:
+        """TOML → fields: every ``[utility.<domain>]`` subtable becomes an entry of ``overrides``, built
+        over the domain's declared constants (:mod:`cfjax.config._toml` hook)."""
+        from cfjax.config._toml import ConfigError, _convert, _path
+
+        fixed = ("memsyco", "synthetic", "overrides")
+        named = {k: v for k, v in data.items() if k not in fixed}
+        if not named:
+            return data
+        reg = _registered()
+        unknown = [k for k in named if k not in reg]
+        if unknown:
+            where = f"[{prefix}]" if prefix else "the top level"
+            raise ConfigError(f"unknown config key{'s' if len(unknown) > 1 else ''} "
+                              f"{', '.join(repr(_path(prefix, k)) for k in unknown)}; valid keys in {where} "
+                              f"({cls.__name__}): memsyco, synthetic, or a registered domain "
+                              f"({', '.join(reg.names())})")
+        out = {k: v for k, v in data.items() if k in fixed}
+        overrides = dict(out.get("overrides") or {})
+        for k, v in named.items():
+            if not isinstance(v, dict):  # _convert names the key and the expected table
+                _convert(UtilitySpec, v, _path(prefix, k))
+            declared = _declared_utility(k)
+            base = {f: getattr(declared, f) for f in ("gamma", "rho", "c_max", "cost")}
+            spec = _convert(UtilitySpec, {**base, **v}, _path(prefix, k))
+            if spec != declared:  # a subtable that restates the declared constants overrides nothing
+                overrides[k] = spec
+            else:
+                overrides.pop(k, None)
+        out["overrides"] = overrides
+        return out
+
+    def _config_dump(self, d: dict) -> dict:
+        """Fields → TOML: ``overrides`` as ``[utility.<domain>]`` subtables (:mod:`cfjax.config._toml` hook)."""
+        out = {k: v for k, v in d.items() if k != "overrides"}
+        out.update(d.get("overrides") or {})
+        return out
 
 
 @dataclass(frozen=True)
@@ -76,22 +151,62 @@ class RetrievalSection:
 
     recall: int = 50  # N: candidates recalled by similarity (Table 6)
     width: int = 2  # beam width W at test time (Table 6)
-    k_default: int = 5  # memory cap K (ALFWorld/WebShop: 5; our SQL, SAT, controlled suite)
-    k_code: int = 3  # memory cap K for code (BigCodeBench: 3; our pybugs)
+    # memory cap K of a suite that declares none (the controlled suite: 5, as ALFWorld/WebShop); a
+    # registered domain declares its own (DomainInfo.k_cap: SQL, SAT 5; pybugs 3, as BigCodeBench)
+    k_default: int = 5
+    # registered domain → K for this run instead of its declared k_cap ([retrieval.k_cap] in TOML)
+    k_cap: Mapping[str, int] = field(default_factory=dict, hash=False)
     token_budget: float = 900.0  # ours: injected-memory token budget per set (feasibility, App. B.1)
     embed_dim: int = 256  # ours: hashed text embedding width (recall and scorer input)
     # ours: recall is exact below index.approx_threshold memories, IVF above (cfjax.infra.index)
     index: IndexConfig = field(default_factory=IndexConfig)
 
     def __post_init__(self) -> None:
-        for name in ("recall", "width", "k_default", "k_code", "embed_dim"):
+        object.__setattr__(self, "k_cap", dict(self.k_cap))  # a private copy
+        for name in ("recall", "width", "k_default", "embed_dim"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RetrievalSection.{name} must be ≥ 1, got {getattr(self, name)}")
         if not self.token_budget > 0:
             raise ValueError("RetrievalSection.token_budget must be > 0")
+        if self.k_cap:
+            reg = _registered()
+            unknown = [d for d in self.k_cap if d not in reg]
+            if unknown:
+                raise ValueError(f"RetrievalSection.k_cap: unknown domain{'s' if len(unknown) > 1 else ''} "
+                                 f"{', '.join(map(repr, unknown))} (registered: {', '.join(reg.names())})")
+            bad = {d: k for d, k in self.k_cap.items() if isinstance(k, bool) or not isinstance(k, int) or k < 1}
+            if bad:
+                raise ValueError(f"RetrievalSection.k_cap must map domains to ints ≥ 1, got {bad}")
 
     def k_for(self, domain: str) -> int:
-        return self.k_code if domain == "python" else self.k_default
+        """The memory cap K of ``domain``: a registered domain's name or a task's action language
+        (``Task.domain``, looked up in the domains' declared languages). Its ``k_cap`` entry, else its
+        declared :attr:`~cfjax.types.DomainInfo.k_cap`; :attr:`k_default` for anything else."""
+        reg = _registered()
+        if domain in reg:
+            info = reg.get(domain)
+        else:
+            info = next((i for i in reg.values() if domain in i.languages), None)
+            if info is None:
+                return self.k_default
+        return self.k_cap.get(info.name, info.k_cap)
+
+    @classmethod
+    def _config_load(cls, data: dict, prefix: str) -> dict:
+        """Configs written before domains declared K carry ``k_code``, the K of the Python-language tasks:
+        it becomes the ``k_cap`` of the registered domains whose tasks use that language where it differs
+        from their declared K (unless ``k_cap`` names them) (:mod:`cfjax.config._toml` hook)."""
+        if "k_code" not in data:
+            return data
+        from cfjax.config._toml import _convert, _path
+
+        k = _convert(int, data.pop("k_code"), _path(prefix, "k_code"))
+        caps = dict(data.get("k_cap") or {})
+        for info in _registered().values():
+            if "python" in info.languages and info.name not in caps and k != info.k_cap:
+                caps[info.name] = k
+        data["k_cap"] = caps
+        return data
 
 
 @dataclass(frozen=True)

@@ -15,19 +15,37 @@ built-in name (results directories, reports):
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from cfjax.domains.base import Suite
+from cfjax.registry import DOMAINS
 
-__all__ = ["SUITES", "build_suite", "open_suite", "Suite", "register_jsonl", "is_registered", "suite_base", "is_user_suite",
+__all__ = ["SUITES", "cost_weight", "build_suite", "open_suite", "Suite", "register_jsonl", "is_registered", "suite_base", "is_user_suite",
            "JSONL_PREFIX"]
 
-#: suite name → "module:class"
-SUITES: dict[str, str] = {
-    "sql": "cfjax.domains.sql:SQLSuite",
-    "pybugs": "cfjax.domains.python:PyBugsSuite",
-    "sat": "cfjax.domains.sat:SATSuite",
-}
+
+class _Suites(Mapping[str, str]):
+    """Read-only view of :data:`cfjax.registry.DOMAINS`: registered suite name → ``"module:Class"``
+    (:attr:`cfjax.types.DomainInfo.suite`), in registration order; a plugin's domain appears in it."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in DOMAINS:
+            raise KeyError(name)
+        return DOMAINS.get(name).suite
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(DOMAINS.names())
+
+    def __len__(self) -> int:
+        return len(DOMAINS.names())
+
+    def __repr__(self) -> str:
+        return f"SUITES({dict(self)!r})"
+
+
+#: suite name → "module:class", computed from the registered domains (:data:`cfjax.registry.DOMAINS`)
+SUITES: Mapping[str, str] = _Suites()
 
 #: ``--suite jsonl:PATH``
 JSONL_PREFIX = "jsonl:"
@@ -36,9 +54,9 @@ _USER: dict[str, object] = {}
 
 
 def _cls(name: str) -> type:
-    if name not in SUITES:
-        raise ValueError(f"unknown suite {name!r} (available: {', '.join(SUITES)}, or jsonl:PATH)")
-    mod, cls = SUITES[name].split(":")
+    if name not in DOMAINS:
+        raise ValueError(f"unknown suite {name!r} (available: {', '.join(DOMAINS.names())}, or jsonl:PATH)")
+    mod, cls = DOMAINS.get(name).suite.split(":")
     return getattr(importlib.import_module(mod), cls)
 
 
@@ -89,6 +107,14 @@ def suite_base(name: str) -> str:
 
     lf = _USER.get(name)
     return BASE_SUITES[lf.domain] if lf is not None else name  # type: ignore[attr-defined]
+
+
+def cost_weight(name: str, key: str, default: float = 2.0) -> float:
+    """The named cost weight ``key`` (e.g. a runner's relative job cost) that the suite ``name``'s domain
+    declares (:attr:`cfjax.types.DomainInfo.cost_weights`); ``default`` for any other suite or key."""
+    if name not in DOMAINS:
+        return default
+    return float(DOMAINS.get(name).cost_weights.get(key, default))
 
 
 def build_suite(name: str, root: str | Path) -> Suite:

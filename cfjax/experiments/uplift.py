@@ -148,11 +148,9 @@ def _compilation_cache(cache_dir: str) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
-_SUITE_COST = {"pybugs": 3.0, "sat": 2.0, "sql": 1.0}
-
-
 def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None], cache_dir: str = "",
               executor: Executor = "local") -> list[dict]:
+    from cfjax.domains import cost_weight  # the domain declares its relative cost (DomainInfo.cost_weights)
     from cfjax.experiments.antipersist import _close_all
 
     def note(d: dict) -> None:
@@ -161,7 +159,7 @@ def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None
             f"({d['profile']['seconds']:.0f}s, {d['counts']['total']} training executions)")
 
     return run_pool(run_job, jobs, workers=workers, note=note, initializer=_init_worker, initargs=(cache_dir,),
-                    cost=lambda j: _SUITE_COST.get(j.suite, 2.0) * (2.0 if j.variant == METHOD else 1.0),
+                    cost=lambda j: cost_weight(j.suite, "upliftmem") * (2.0 if j.variant == METHOD else 1.0),
                     serial_done=_close_all, executor=executor)
 
 

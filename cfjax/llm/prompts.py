@@ -18,6 +18,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cfjax.registry import DOMAINS as _REGISTERED_DOMAINS
+from cfjax.types import Language
+
 if TYPE_CHECKING:  # pragma: no cover
     from cfjax.types import Attempt, DraftRequest, JudgeRequest, MemoryText, ReviseRequest, Task
 
@@ -148,28 +151,47 @@ def render_record(
     return truncate(body, "record")
 
 
-#: domain → (system line, the action's name, the code-fence language)
-DOMAINS: dict[str, tuple[str, str, str]] = {
-    "sql": ("You are an agent that writes SQL queries for SQLite databases.", "query", "sql"),
-    "python": ("You are an agent that repairs Python functions so that their unit tests pass. "
-               "The action is the complete source of the function.", "function", "python"),
-    "sat": ("You are an agent that writes propositional encodings of combinatorial problems in the cfjax "
-            "constraint language, one constraint group per line; a SAT solver solves them.", "encoding", "text"),
-    "smt": ("You are an agent that writes SMT-LIB 2 encodings (QF_LIA) of scheduling and arithmetic "
-            "problems, one assertion per line; an SMT solver solves them.", "encoding", "smt2"),
-}
+def _languages() -> dict[str, Language]:
+    """``Task.domain`` (an action language) → its :class:`~cfjax.types.Language`, as the registered domains
+    declare them (:attr:`cfjax.types.DomainInfo.languages`; :func:`cfjax.registry.load_plugins` imports
+    the domains). Two domains may share a language only with the same texts."""
+    out: dict[str, Language] = {}
+    owner: dict[str, str] = {}
+    for info in _REGISTERED_DOMAINS.values():
+        for name, lang in info.languages.items():
+            if name in out and out[name] != lang:
+                raise ValueError(f"the domains {owner[name]!r} and {info.name!r} declare the action language "
+                                 f"{name!r} with different prompt texts")
+            out.setdefault(name, lang)
+            owner.setdefault(name, info.name)
+    return out
+
+
+def _language(name: str) -> Language:
+    """The registered :class:`~cfjax.types.Language` of the action language ``name`` (``Task.domain``).
+
+    Raises:
+      ValueError: no registered domain declares ``name`` (the message lists the registered languages).
+    """
+    langs = _languages()
+    try:
+        return langs[name]
+    except KeyError:
+        raise ValueError(f"no registered domain declares the action language {name!r} (Task.domain); "
+                         f"registered languages: {', '.join(langs) or 'none'} (domains: "
+                         f"{', '.join(_REGISTERED_DOMAINS.names()) or 'none'})") from None
 
 
 def _system(task: "Task") -> str:
-    return DOMAINS.get(task.domain, DOMAINS["sql"])[0]
+    return _language(task.domain).system
 
 
 def _fence(task: "Task") -> str:
-    return DOMAINS.get(task.domain, DOMAINS["sql"])[2]
+    return _language(task.domain).fence
 
 
 def _noun(task: "Task") -> str:
-    return DOMAINS.get(task.domain, DOMAINS["sql"])[1]
+    return _language(task.domain).noun
 
 
 #: header each kind of :class:`~cfjax.types.MemoryText` is shown under, and the limit field of its text
@@ -236,7 +258,7 @@ def render_revise(req: "ReviseRequest") -> str:
 
 def format_action(action: str, domain: str = "sql") -> str:
     """The DRAFT_ACTION / REVISE_WITH_RECORD output contract."""
-    fence = DOMAINS.get(domain, DOMAINS["sql"])[2]
+    fence = _language(domain).fence
     return f"ACTION:\n```{fence}\n{action.strip()}\n```"
 
 
