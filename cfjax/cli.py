@@ -63,6 +63,7 @@ the work itself is in :mod:`cfjax.experiments`.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import sys
@@ -80,9 +81,11 @@ class _LazyHelp(argparse.HelpFormatter):
     """Help strings may be callables, evaluated only when help is printed (row and suite lists come from
     the plugin registries, which ``cfjax --help`` should not have to import)."""
 
-    def _get_help_string(self, action: argparse.Action) -> str:
-        h = action.help
-        return h() if callable(h) else h  # type: ignore[return-value]
+    def _format_action(self, action: argparse.Action) -> str:
+        if callable(action.help):
+            action = copy.copy(action)
+            action.help = action.help()
+        return super()._format_action(action)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -102,8 +102,58 @@ TRAIN_BRANCHES = bk.BRANCH_NAMES
 #: names of the greedy evaluation selector's branch codes (a subset of the kernel's codes)
 EVAL_BRANCHES = {bk.FALLBACK: "fallback", bk.KNN_UCB: "knn_greedy"}
 
-ROWS = ("no_memory", "anti_persistence", "trajectory_memory", "abstraction_memory", "joint_memory", "persist_guidance",
-        "fixed_imitation", "fixed_strategic", "fixed_corrective", "random_mode")
+@dataclass(frozen=True)
+class APRow:
+    """One row of the protocol as flags (the way UpliftMem's ``TrainingRow`` is), not a name to test.
+
+    Attributes:
+      name: the row name.
+      mode: how the synthesis mode is chosen: ``"bandit"`` (KNN-UCB over the outcome log, Eq. 3),
+        ``"random"`` (uniform), or one fixed mode of :data:`~cfjax.antipersist.guidance.MODES`
+        (``"none"``: factual trajectories only, nothing synthesized).
+      trajectories: trajectories are kept and shown (factual context / synthesis input).
+      abstractions: after each training task an abstraction is synthesized from a write-time buffer
+        (strategic after a success, corrective after a failure) and persisted; the top ones are shown.
+      persist_guidance: synthesized guidance is persisted and retrieved later (the persist-vs-discard
+        ablation) instead of discarded.
+      description: one line for help.
+    """
+
+    name: str
+    mode: str
+    trajectories: bool = True
+    abstractions: bool = False
+    persist_guidance: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("bandit", "random", *MODES):
+            raise ValueError(f"APRow {self.name!r}: mode must be bandit, random or one of {MODES}, got {self.mode!r}")
+
+    @property
+    def uses_bandit(self) -> bool:
+        return self.mode == "bandit"
+
+    @property
+    def stores_abstractions(self) -> bool:
+        return self.abstractions or self.persist_guidance
+
+
+#: every row of the protocol, in report order
+AP_ROWS: dict[str, APRow] = {r.name: r for r in (
+    APRow("no_memory", "none", trajectories=False, description="the executor alone (nothing is stored)"),
+    APRow("anti_persistence", "bandit", description="KNN-UCB mode over the outcome log; guidance discarded"),
+    APRow("trajectory_memory", "none", description="retrieved trajectories as factual context, no log"),
+    APRow("abstraction_memory", "none", trajectories=False, abstractions=True,
+          description="an abstraction persisted after each training task; the top-3 shown"),
+    APRow("joint_memory", "none", abstractions=True, description="factual trajectories and stored abstractions"),
+    APRow("persist_guidance", "bandit", persist_guidance=True, description="anti-persistence, guidance persisted"),
+    APRow("fixed_imitation", "imitation", description="one fixed synthesis mode (mode-selection ablation)"),
+    APRow("fixed_strategic", "strategic", description="one fixed synthesis mode (mode-selection ablation)"),
+    APRow("fixed_corrective", "corrective", description="one fixed synthesis mode (mode-selection ablation)"),
+    APRow("random_mode", "random", description="a uniformly random mode"),
+)}
+ROWS = tuple(AP_ROWS)
 
 
 @dataclass
@@ -204,18 +254,17 @@ def make_greedy_selector(cfg: bk.BanditConfig):
 
 
 def _uses_bandit(row: str) -> bool:
-    return row in ("anti_persistence", "persist_guidance")
+    return AP_ROWS[row].uses_bandit
 
 
 def _fixed_mode(row: str, rng: random.Random) -> str | None:
     """The mode of a row that does not select one from the log (None for the bandit rows)."""
-    if row in ("no_memory", "trajectory_memory", "abstraction_memory", "joint_memory"):
-        return "none"
-    if row.startswith("fixed_"):
-        return row[len("fixed_"):]
-    if row == "random_mode":
+    mode = AP_ROWS[row].mode
+    if mode == "bandit":
+        return None
+    if mode == "random":
         return MODES[rng.randrange(len(MODES))]
-    return None
+    return mode
 
 
 class EvalChoice(NamedTuple):
@@ -282,13 +331,14 @@ def task_memory(task: Task, state: MethodState, mode: str, *, edits: EditModel, 
     asks for it). Synthesized guidance is rendered into the returned text and its id goes into the
     provenance lists; the :class:`Guidance` object itself is not returned (unless the row persists it)."""
     row = state.row
+    spec = AP_ROWS[row]
     rules: list[Rule] = []
     parents: list[str] = []
     flagged: list[str] = []
     guidance_text: list[str] = []
     factual = ""
     synth_calls = 0
-    if row not in ("abstraction_memory", "no_memory"):
+    if spec.trajectories:
         succ, fails, contrast = state.trajectories.for_mode(mode, task, cfg.B, query=query)
         if mode == "none":
             notes = factual_rules(succ, edits, prefix=f"f{episode}", max_rules=cfg.synthesis.max_rules)
@@ -308,7 +358,7 @@ def task_memory(task: Task, state: MethodState, mode: str, *, edits: EditModel, 
                     flagged.append(g.guidance_id)
             if on_guidance is not None:
                 on_guidance(g)
-            if row == "persist_guidance" and train and g.rules:
+            if spec.persist_guidance and train and g.rules:
                 state.abstractions.add(g, task)  # type: ignore[union-attr]
             del g
     if state.abstractions is not None:
@@ -374,7 +424,7 @@ def _learn(state: MethodState, task: Task, traj: Trajectory, mode: str, synth_ca
     if state.log is not None:
         state.log.record(task.task_id, task.domain, task.question, query, mode, traj.success, synth_calls,
                          update_index=state.updates, lam=cfg.bandit.lam)
-    if state.row not in ("abstraction_memory", "no_memory"):
+    if AP_ROWS[state.row].trajectories:
         state.trajectories.add(traj, task)
     if state.buffer is not None:
         state.buffer.add(traj, task)
@@ -393,7 +443,7 @@ def new_state(row: str, log_path: Path | None, cfg: APConfig | None = None) -> M
     if row not in ROWS:
         raise ValueError(f"unknown row {row!r}; choose from {ROWS}")
     cfg = cfg or APConfig()
-    needs_abs = row in ("abstraction_memory", "joint_memory", "persist_guidance")
+    spec = AP_ROWS[row]
     log = (OutcomeLog(log_path, durability=cfg.log_durability)
            if (_uses_bandit(row) and log_path is not None) else None)
     if _uses_bandit(row) and log is None:
@@ -403,8 +453,9 @@ def new_state(row: str, log_path: Path | None, cfg: APConfig | None = None) -> M
         return TrajectoryMemory(text=cfg.embed_text, type_filter=cfg.type_filter)
 
     return MethodState(row, mem(), log,
-                       AbstractionStore(text=cfg.embed_text, type_filter=cfg.type_filter) if needs_abs else None,
-                       mem() if row in ("abstraction_memory", "joint_memory") else None)
+                       AbstractionStore(text=cfg.embed_text, type_filter=cfg.type_filter)
+                       if spec.stores_abstractions else None,
+                       mem() if spec.abstractions else None)
 
 
 @dataclass
