@@ -461,7 +461,8 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
 
     Runs every (suite, split seed, backbone seed) unit. Writes ``out/config.toml``,
     ``out/results.json`` (the summary with intervals, every unit, and the per-task paired
-    ``outcomes``), ``out/report.txt`` and each unit's store and selector under
+    ``outcomes``), ``out/report.txt``, the figures (``out/figures/``, as ``countermem report`` draws
+    them) and each unit's store and selector under
     ``out/<suite>/split_<s>/seed_<b>/``; logs the report. Returns the ``results.json`` payload.
     ``workers`` defaults to :func:`default_workers`, ``threads`` (calls in flight per unit, every
     row's held-out episodes at once) to the backbone's ``--max-inflight``: 32 for an LLM, 1 for the
@@ -517,9 +518,12 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     if llm:
         report += "\n\n" + format_llm(llm)
     atomic_write_text(out / "report.txt", report + "\n")
+    from cfjax.experiments.report import draw_figures
+
+    figures = draw_figures(payload, out / "figures")
     log(report)
-    log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, stores and selectors under {out}/<suite>/split_*/seed_*/ "
-        f"({payload['seconds']:.0f}s); figures: cfjax countermem report {out}")
+    log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, {len(figures)} figure(s) under {out / 'figures'}, "
+        f"stores and selectors under {out}/<suite>/split_*/seed_*/ ({payload['seconds']:.0f}s)")
     return payload
 
 
@@ -529,12 +533,17 @@ def report_main(run_dir: str | Path, *, out: str | Path | None = None, log: Call
 
     ``existing`` for a non-empty figure directory: ``"refuse"`` (default) raises
     :class:`cfjax.infra.io.OutputExistsError`, ``"force"`` removes the :data:`RUN_FIGURES` there
-    first (other files are kept), ``"resume"`` is refused (nothing to continue)."""
+    first (other files are kept), ``"resume"`` is refused (nothing to continue). The run's own
+    ``DIR/figures`` (which ``countermem run`` draws) is redrawn in place when it holds only
+    :data:`RUN_FIGURES`: they are the same function of the same results."""
     from cfjax.experiments.report import draw_figures, format_report, load_results
     from cfjax.infra.io import prepare_output_dir
 
     res = load_results(run_dir)
     fig_dir = Path(out) if out else Path(run_dir) / "figures"
+    if out is None and existing == "refuse" and fig_dir.is_dir() and all(
+            p.name in RUN_FIGURES for p in fig_dir.iterdir()):
+        existing = "force"
     prepare_output_dir(fig_dir, existing=existing, owned=RUN_FIGURES, resumable=False,
                        command="cfjax countermem report")
     log(format_report(res["summary"], backbone=res.get("backbone", "")))
