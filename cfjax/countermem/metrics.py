@@ -9,6 +9,10 @@
   the reverse, in runs paired with ``none`` on the same tasks (App. E.3);
 * evaluator calls and failed attempts per solved task, total task-run tokens
   (App. D.6; counterfactual checks count as calls).
+
+They read episodes and the ledger only (never an answer key: the transfer condition of each task
+comes in ``conditions``, computed by the analysis side). :mod:`cfjax.experiments.metrics` re-exports
+:func:`row_metrics`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Sequence
 
 from cfjax.countermem.agent import Episode
 from cfjax.infra.ledger import Ledger
-from cfjax.domains.base import TRANSFER_CONDITIONS
+from cfjax.types import TRANSFER_CONDITIONS
 
 __all__ = ["row_metrics"]
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from cfjax.config import CounterMemConfig
 from cfjax.countermem.agent import Agent, Episode, skip_policy, top1_policy
-from cfjax.experiments.metrics import row_metrics
+from cfjax.countermem.metrics import row_metrics
 from cfjax.kernels import dqn
 from cfjax.infra.ledger import Ledger
 from cfjax.types import Task
@@ -191,7 +191,7 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
 def evaluate(agent: Agent, tasks: Sequence[Task], policy, *, memory: bool, method: str,
              progress: ProgressFactory = null_progress) -> tuple[dict, list[Episode], Ledger]:
     """Algorithm 1 lines 26–27: frozen store, frozen policy, no updates. Returns the
-    :func:`~cfjax.experiments.metrics.row_metrics` dict, the episodes and the ledger."""
+    :func:`~cfjax.countermem.metrics.row_metrics` dict, the episodes and the ledger."""
     if memory and agent.store is not None and not agent.store.frozen:
         raise RuntimeError("held-out evaluation requires a frozen store (Algorithm 1, line 27)")
     ledger = Ledger(f"eval/{method}")

@@ -11,7 +11,7 @@ and its final parameters), next to three fixed policies on the very same roots
 eligible record when there is one, else skip) and the *per-root oracle* (the
 best return achievable from each root in hindsight — an upper bound, not a
 policy). :func:`compare_with_fixed_policies` turns these into paired
-task-bootstrap 95% intervals (:mod:`cfjax.experiments.stats`).
+task-bootstrap 95% intervals (:mod:`cfjax.infra.stats`).
 
 >>> table, meta = load_table("runs/table")
 >>> res = train_selectors(table, DQNConfig(), seeds=range(5), grid=parse_grid(["lr=1e-3,3e-4"]))
@@ -426,7 +426,7 @@ def _by_task(x: np.ndarray, samples: int) -> np.ndarray:
 
 
 def _return_interval(iv) -> dict:
-    """:mod:`cfjax.experiments.stats` works in percentage points (×100); returns are reported in return units."""
+    """:mod:`cfjax.infra.stats` works in percentage points (×100); returns are reported in return units."""
     d = iv.as_dict()
     return {**d, "mean": d["mean"] / 100.0, "lo": d["lo"] / 100.0, "hi": d["hi"] / 100.0}
 
@@ -439,12 +439,12 @@ def compare_with_fixed_policies(table: DecisionTable, res: SelectorsResult, conf
     solved rate, and for each seed and the mean over seeds, for the kept checkpoint (``best``) and the final
     parameters (``final``): the return and solved rate and the paired differences learned − top-1 (and
     learned − skip). Intervals are paired task-bootstrap 95% percentile intervals
-    (:func:`cfjax.experiments.stats.bootstrap` / :func:`~cfjax.experiments.stats.paired_difference`, the same
+    (:func:`cfjax.infra.stats.bootstrap` / :func:`~cfjax.infra.stats.paired_difference`, the same
     ``seed`` and so the same resampled tasks for every figure): the ``samples`` roots of one task (its draft
     samples) form one resampled unit, seeds stay inside it. Returns are in Eq. 10 return units, solved rates
     and their differences in percent / percentage points. JSON-ready.
     """
-    from cfjax.experiments.stats import Cluster, bootstrap, paired_difference
+    from cfjax.infra.stats import Cluster, bootstrap, paired_difference
 
     if res.eval_root_return is None:
         raise ValueError("the result carries no per-root held-out outcomes (train with train_selectors)")

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from cfjax.llm.scripted import ScriptedConfig, ScriptedDomain, stable_seed
-from cfjax.types import AnswerKey, Splits, Task
+from cfjax.types import TRANSFER_CONDITIONS, AnswerKey, Splits, Task
 
 __all__ = ["match_cues", "exact_cue_parser", "CUE_MISS_RATE", "CUE_NOISE_RATE", "Suite", "stratified_splits", "TRANSFER_CONDITIONS", "transfer_condition", "KeyedErrorModel"]
 
@@ -157,8 +157,8 @@ def stratified_splits(tasks: Sequence[Task], keys: Mapping[str, AnswerKey], *, s
     return Splits(build=tuple(build), train=tuple(train[n_val:]), val=tuple(train[:n_val]), eval=tuple(eval_))
 
 
-#: The four transfer conditions of App. D.4 / Table 5, in display order.
-TRANSFER_CONDITIONS = ("same_env", "new_env", "new_surface", "look_alike")
+# The four transfer conditions of App. D.4 / Table 5, in display order, are shared vocabulary:
+# :data:`cfjax.types.TRANSFER_CONDITIONS` (re-exported here, in ``__all__``).
 
 
 def transfer_condition(task: Task, key: AnswerKey, source_envs: Iterable[str]) -> str:

@@ -52,8 +52,10 @@ The user's files are only ever read: databases are opened read-only by the SQL w
 
 **Scripted backbone.** A user's gold answers stay with the world: the scripted simulator of a
 user suite is each domain's *gold-free* drafter (``UserSQLScript``, ``UserPyScript``,
-``UserSatScript``), which holds no answer key and reads only what a real model's prompt shows
-(question, context, observable attributes). Its drafts are a template query (SQL) or one seeded
+``UserSatScript``, in ``cfjax.domains.<domain>.user_draft``; their shared mixin is
+:class:`cfjax.domains.drafting.GoldFreeDrafting`), which holds no answer key and reads only what a
+real model's prompt shows (question, context, observable attributes). Those modules are marked
+agent-side (:data:`cfjax.types.AGENT_SIDE_MARKER`): the answer-key guard watches them. Its drafts are a template query (SQL) or one seeded
 rule edit of the program / encoding the line gives (Python, SAT); it knows no true fix, so Module
 I's alternatives are rule edits that only the world tells apart. The competence table of
 :mod:`cfjax.llm.scripted` (``p_error``, ``p_propose_fix``) does not apply — there is no key to
@@ -78,7 +80,8 @@ from typing import Any
 
 from cfjax.config import ConfigError
 from cfjax.domains.base import Suite, stratified_splits
-from cfjax.types import AnswerKey, EditError, Splits, Task
+from cfjax.domains.drafting import GoldFreeDrafting
+from cfjax.types import AnswerKey, Splits, Task
 
 __all__ = ["JSONLError", "JSONLSuite", "Parsed", "UserRow", "UserDomain", "GoldFreeDrafting", "RowReader", "load", "LoadedFile", "suite_label",
            "DOMAINS", "BASE_SUITES", "SPLIT_NAMES", "PREFIX", "LABEL_PREFIX", "FORMAT", "safe_id"]
@@ -216,30 +219,6 @@ class UserRow:
     #: ``True`` when the line gives a gold action (twins are grouped by it in the splits)
     has_gold: bool
     payload: Any = None
-
-
-class GoldFreeDrafting:
-    """What the scripted drafters of user suites share: they hold no answer key, so a draft is the
-    given action with (at most) one seeded rule edit of the domain's edit model, and no fix is
-    ever known (the world alone decides). Mixed into each domain's ``User*Script``."""
-
-    edits: Any  # the domain's EditModel
-
-    def one_rule_edit(self, base: str, rng: Any, *context: Any) -> str:
-        """``base`` with one rule edit drawn from ``rng`` (``base`` itself when none applies)."""
-        edits = self.edits.rule_edits(base, *context)
-        if not edits:
-            return base
-        i, new = edits[rng.randrange(len(edits))]
-        try:
-            return self.edits.replace_unit(base, i, new)
-        except EditError:
-            return base
-
-    def true_fixes(self, task: Task, action: str) -> dict[int, str]:
-        """None known: without an answer key the drafter cannot tell which edit is right."""
-        self.edits.units(action)  # an unparseable action raises EditError, as the interface says
-        return {}
 
 
 class UserDomain(ABC):

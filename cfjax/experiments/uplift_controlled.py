@@ -9,45 +9,50 @@ Per (store, K, variant) one :class:`cfjax.uplift.UpliftRun`:
 * the **store** is fixed: every memory of every instance's store (``suite.store(task, store)``) is
   registered and admitted in a :class:`~cfjax.uplift.MemoryPool` with the suite's memory ids, and the
   run's ``recall=`` returns *that task's own* store, whole, in native similarity order (the suite's
-  :func:`~cfjax.domains.memsyco.native_retrieve` ranking) with its cosine similarities. So the native
+  :func:`~cfjax.experiments.memsyco.native_retrieve` ranking) with its cosine similarities. So the native
   row (``similarity_topk``: recall order, first K) and the trained retriever see exactly the same
   candidates;
-* the **executor** is fixed: :class:`~cfjax.domains.memsyco.MemSycoExecutor` (a scripted answerer —
+* the **executor** is fixed: :class:`~cfjax.experiments.memsyco.MemSycoExecutor` (a scripted answerer —
   a simulator, not an LLM), ``writer_backbone=None`` (no writing: bootstrap only runs its no-memory
   references, then bootstrap probing);
 * training: ``bootstrap(train)`` (probing), ``warmup()``, ``train(train)``; evaluation on the test
   split with the fixed checkpoint, rows ``no_memory``, ``similarity_topk`` and the variant, over
   ``repeats`` draft seeds.
 
-Per row: Decision, Syco, Select, Old, Correct (:func:`cfjax.domains.memsyco.metrics`), per store
+Per row: Decision, Syco, Select, Old, Correct (:func:`cfjax.experiments.memsyco.metrics`), per store
 averaged over the repeats, then over stores with equal weight. Per variant: the paired 95%
 task-bootstrap interval of (variant − native) for each metric (:mod:`cfjax.experiments.stats`: one
 cluster per (store, scenario), weights equal per store and per scenario, so the point estimate is
 exactly the table's store-averaged difference).
 
-Run: ``python -m cfjax.experiments.uplift_controlled [--quick] [--out DIR]``.
+Run: ``cfjax upliftmem controlled --out DIR [--quick]`` (:func:`controlled_main`; ``python -m
+cfjax.experiments.uplift_controlled`` is the same command). The executor is the suite's scripted
+answerer, held fixed so that only the retriever changes: the command refuses a non-scripted
+``--backbone`` (an LLM would answer the prompts, not the suite's frozen executor).
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
 from cfjax.config.uplift import UpliftConfig
-from cfjax.domains.memsyco import (SCENARIOS, STORES, MemSycoConfig, MemSycoExecutor, build_suite, metrics,
-                                   native_retrieve)
-from cfjax.domains.memsyco.suite import query_text
+from cfjax.experiments.memsyco import (SCENARIOS, STORES, MemSycoConfig, MemSycoExecutor, build_suite, metrics,
+                                       native_retrieve)
+from cfjax.experiments.memsyco.suite import query_text
 from cfjax.experiments.stats import clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.infra.embed import HashingEmbedder
 from cfjax.experiments.common import write_results
 from cfjax.uplift import TRAINING_ROWS, MemoryPool, UpliftRun
 from cfjax.uplift.core import Memory
 
-__all__ = ["LABEL", "METRICS", "NATIVE", "controlled_config", "run_controlled", "format_controlled", "main"]
+__all__ = ["LABEL", "METRICS", "NATIVE", "OWNED", "controlled_config", "run_controlled", "format_controlled",
+           "controlled_main", "main"]
 
 LABEL = "scripted answerer (simulator, not an LLM)"
 NATIVE = "similarity_topk"
@@ -60,6 +65,8 @@ METRICS = {
     "Correct": ("used_correct_memory", ("personalized_use",), True),
 }
 _SUMMARY = tuple(METRICS) + ("accuracy",)
+#: what ``cfjax upliftmem controlled`` writes in ``--out`` (``--force`` removes exactly these)
+OWNED = ("results.json", "report.txt")
 
 
 def controlled_config(cfg: UpliftConfig = UpliftConfig(), *, quick: bool = False, epochs: int | None = None
@@ -293,26 +300,55 @@ def format_controlled(payload: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m cfjax.experiments.uplift_controlled", description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="quick suite preset, smoke training config, 2 stores")
-    ap.add_argument("--out", default="", help="directory for results.json")
-    ap.add_argument("--stores", default="", help="comma-separated stores (default: all five; two with --quick)")
-    ap.add_argument("--k", default="5", help="comma-separated memory caps, e.g. 3,5,10")
-    ap.add_argument("--variants", default="upliftmem", help=f"comma-separated, from {','.join(TRAINING_ROWS)}")
-    ap.add_argument("--epochs", type=int, default=None)
-    ap.add_argument("--repeats", type=int, default=None)
-    ap.add_argument("--small", action="store_true", help="the quick training config on the full suite")
-    a = ap.parse_args(argv)
-    cfg = controlled_config(UpliftConfig(), quick=a.quick or a.small, epochs=a.epochs)
-    stores = tuple(s for s in a.stores.split(",") if s) or None
-    payload = run_controlled(cfg, stores=stores, k_values=tuple(int(x) for x in a.k.split(",") if x),
-                             variants=tuple(v for v in a.variants.split(",") if v), quick=a.quick,
-                             repeats=a.repeats)
-    text = format_controlled(payload)
-    write_results(a.out, payload, text=text, log=print)
+def controlled_main(*, out: str | Path, quick: bool = False, small: bool = False, stores: Sequence[str] | None = None,
+                    k_values: Sequence[int] = (5,), variants: Sequence[str] = ("upliftmem",), epochs: int | None = None,
+                    repeats: int | None = None, backbone: str = "scripted", log: Callable[[str], None] = print,
+                    existing: str = "refuse", n_boot: int = 2000, cfg: UpliftConfig | None = None) -> dict:
+    """``cfjax upliftmem controlled``: check the arguments (a refusal is one
+    :class:`~cfjax.config.ConfigError` line), apply the ``--out`` policy
+    (:func:`cfjax.infra.io.prepare_output_dir`: a non-empty directory is refused unless
+    ``existing="force"``, which removes only :data:`OWNED`), run :func:`run_controlled` and write
+    ``results.json`` and ``report.txt``. ``small``: the quick training config on the full suite. ``cfg``:
+    the training config as built by the caller (the CLI: :func:`controlled_config` of the flags, then
+    ``--set``); default ``controlled_config(UpliftConfig(), quick=quick or small, epochs=epochs)``."""
+    from cfjax.config import ConfigError
+    from cfjax.infra.io import prepare_output_dir
+
+    kind = backbone if isinstance(backbone, str) else getattr(backbone, "kind", "scripted")
+    if kind != "scripted":
+        raise ConfigError(f"--backbone {kind}: the controlled MemSyco-like suite is answered by its frozen scripted "
+                          "answerer (the executor is held fixed so that only the retriever changes), never by an LLM; "
+                          "use --backbone scripted (an LLM executor: cfjax upliftmem stores --backbone ...)")
+    if stores is not None:
+        bad = [s for s in stores if s not in STORES]
+        if bad or not stores:
+            raise ConfigError(f"--stores: unknown store(s) {bad}; choose from {' '.join(STORES)}")
+    bad = [v for v in variants if v not in TRAINING_ROWS]
+    if bad or not variants:
+        raise ConfigError(f"--variants: unknown row(s) {bad}; choose from {' '.join(TRAINING_ROWS)}")
+    if not k_values or any(int(k) < 1 for k in k_values):
+        raise ConfigError(f"--k: memory caps must be integers >= 1, got {list(k_values)}")
+    if epochs is not None and int(epochs) < 1:
+        raise ConfigError(f"--epochs: expected an integer >= 1, got {epochs}")
+    if repeats is not None and int(repeats) < 1:
+        raise ConfigError(f"--repeats: expected an integer >= 1, got {repeats}")
+    out = Path(out)
+    prepare_output_dir(out, existing=existing, owned=OWNED, resumable=False, command="cfjax upliftmem controlled")
+    if cfg is None:
+        cfg = controlled_config(UpliftConfig(), quick=quick or small, epochs=epochs)
+    payload = run_controlled(cfg, stores=None if stores is None else tuple(stores),
+                             k_values=tuple(int(k) for k in k_values), variants=tuple(variants), quick=quick,
+                             repeats=repeats, log=log, n_boot=n_boot)
+    write_results(out, payload, text=format_controlled(payload), log=log, report="report.txt")
     return payload
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m cfjax.experiments.uplift_controlled ARGS`` = ``cfjax upliftmem controlled ARGS``."""
+    from cfjax.cli import main as cli_main
+
+    return cli_main(["upliftmem", "controlled", *(sys.argv[1:] if argv is None else argv)])
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -28,6 +28,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from cfjax.config import to_dict
 from cfjax.config.uplift import UpliftConfig
 from cfjax.experiments.common import write_results
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
@@ -128,7 +129,8 @@ def run_probe_strategies(out_dir: str | Path, *, suites: Sequence[str], cfg: Upl
                 row[st]["evsi_minus"] = paired_difference(clusters, "evsi", st).as_dict()
         summary[str(b)] = row
     payload = {"suites": list(suites), "seeds": list(seeds), "budgets": list(budgets), "strategies": list(strategies),
-               "per_suite": per, "summary": summary, "backbone": "scripted backbone (seeded simulator, not an LLM)"}
+               "per_suite": per, "summary": summary, "backbone": "scripted backbone (seeded simulator, not an LLM)",
+               "config": to_dict(cfg)}
     text = format_probes(payload)
     write_results(out, payload, text=text, name="probes.json", report="probes.txt")
     _plot(payload, out / "probes.png")
@@ -176,14 +178,17 @@ def _plot(payload: dict, path: Path) -> None:
 
 
 def probes_main(*, suites: Sequence[str], out: str | Path, quick: bool = False, seeds: Sequence[int] = (0,),
-                log: Callable[[str], None] = print, existing: str = "refuse") -> dict:
-    """``cfjax upliftmem probes``."""
+                log: Callable[[str], None] = print, existing: str = "refuse", cfg: UpliftConfig | None = None) -> dict:
+    """``cfjax upliftmem probes``. ``cfg``: the config (the CLI's, with its ``--set`` overrides);
+    ``None`` = :func:`~cfjax.experiments.uplift.quick_config` if ``quick``, else the defaults.
+    ``probes.json`` records it under ``"config"``."""
     from cfjax.experiments.countermem import resolve_suites
     from cfjax.experiments.uplift import quick_config
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
-    cfg = quick_config(UpliftConfig()) if quick else UpliftConfig()
+    if cfg is None:
+        cfg = quick_config(UpliftConfig()) if quick else UpliftConfig()
     budgets = (5, 10, 20) if quick else BUDGETS
     out = Path(out)
     prepare_output_dir(out, existing=existing, owned=["probes.json", "probes.txt", "probes.png", "suites"],

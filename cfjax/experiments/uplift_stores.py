@@ -25,8 +25,9 @@ Per suite (split ``cfg.split_seed``, ``cfg.max_tasks`` tasks per split with :fun
 
 * **the pool**: those memories, ids unchanged, admitted in a :class:`cfjax.uplift.MemoryPool`; recall is
   the pool's own (FAISS, ``N = cfg.retrieval.recall``), so both retrievers see the same candidates;
-* **the executor**: one :class:`cfjax.uplift.AgentExecutor` per suite (the scripted backbone,
-  ``cfg.backbone_seed``), shared by both stores;
+* **the executor**: one :class:`cfjax.uplift.AgentExecutor` per suite (the run's backbone — the scripted
+  one by default, ``--backbone`` otherwise — with ``cfg.backbone_seed``), shared by both stores; the
+  stores are built with the same backbone;
 * **the retrievers**: ``similarity_topk`` (native: :func:`cfjax.uplift.retrieval.native_topk` over the
   recall order) and ``upliftmem`` (the trained scorer, beam search). UpliftMem trains with
   ``writer_backbone=None`` (nothing is written; the store stays as built): bootstrap probing on the
@@ -40,13 +41,14 @@ Statistics: per (suite, store) each row's success with a paired 95% task-bootstr
 (:func:`cfjax.experiments.uplift.summarize_rows`, :mod:`cfjax.experiments.stats`); per store over suites,
 each suite one cluster with equal weight.
 
-Run: ``python -m cfjax.experiments.uplift_stores [--quick] [--suite sql,pybugs,sat] [--out DIR]``.
+Run: ``cfjax upliftmem stores --out DIR [--quick] [--suite sql,pybugs,sat] [--backbone ...]``
+(:func:`stores_main`; ``python -m cfjax.experiments.uplift_stores`` is the same command).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -65,12 +67,15 @@ from cfjax.types import answer_key_guard
 from cfjax.uplift import AgentExecutor, Memory, MemoryPool, UpliftRun
 from cfjax.uplift.retrieval import native_topk
 
-__all__ = ["LABEL", "STORES", "ROWS", "countermem_memories", "antipersist_memories", "build_countermem",
-           "build_antipersist", "run_store_swap", "format_store_swap", "main"]
+__all__ = ["LABEL", "STORES", "ROWS", "OWNED", "countermem_memories", "antipersist_memories", "build_countermem",
+           "build_antipersist", "run_store_swap", "format_store_swap", "stores_config", "stores_main", "main"]
 
 LABEL = SCRIPTED_LABEL
 STORES = ("countermem", "antipersist")
 ROWS = (REFERENCE, NATIVE, METHOD)
+#: what ``cfjax upliftmem stores`` writes in ``--out`` besides ``suites/<suite>/`` of each of its suites
+#: (``--force`` removes exactly these)
+OWNED = ("results.json", "report.txt")
 
 
 # --------------------------------------------------------------------------- stores → memories
@@ -98,30 +103,35 @@ def antipersist_memories(trajectories, edits, *, max_rules: int) -> list[Memory]
     return out
 
 
-def build_countermem(suite, world, build: Sequence, *, seed: int, cfg: CounterMemConfig = CounterMemConfig()):
-    """CounterMem's store constructed on ``build`` with the scripted backbone, frozen."""
+def build_countermem(suite, world, build: Sequence, *, seed: int, cfg: CounterMemConfig = CounterMemConfig(),
+                     backbone=None):
+    """CounterMem's store constructed on ``build`` with ``backbone`` (a
+    :class:`~cfjax.experiments.backbones.BackboneSpec`; default the scripted one), frozen."""
     from cfjax.countermem.agent import Agent
     from cfjax.countermem.pipeline import construct
     from cfjax.countermem.store import MemoryStore
     from cfjax.experiments.countermem import BackboneSpec
 
+    spec = backbone or BackboneSpec("scripted")
     store = MemoryStore(cfg.store, cfg.retrieval, edits=suite.edits)
-    agent = Agent(BackboneSpec("scripted").make(suite, seed, cfg), world, cfg, store=store, envs=dict(suite.envs()),
+    agent = Agent(spec.make(suite, seed, cfg), world, cfg, store=store, envs=dict(suite.envs()),
                   edits=suite.edits)
     construct(agent, list(build), seed=seed)  # freezes the store (Algorithm 1, line 14)
     return store
 
 
 def build_antipersist(suite, world, build: Sequence, *, seed: int, out_dir: Path, row: str = "anti_persistence",
-                      cfg: APConfig = APConfig()):
+                      cfg: APConfig = APConfig(), backbone=None):
     """Anti-Persistence's trajectory store: one iteration of ``row`` over every ``build`` task once (no
-    held-out evaluation), frozen. Returns the :class:`~cfjax.antipersist.protocol.MethodState`."""
+    held-out evaluation) with ``backbone`` (default the scripted one), frozen. Returns the
+    :class:`~cfjax.antipersist.protocol.MethodState`."""
     from cfjax.antipersist.protocol import run_method
     from cfjax.experiments.countermem import BackboneSpec
 
+    spec = backbone or BackboneSpec("scripted")
     cfg = dataclasses.replace(cfg, iterations=1, tasks_per_iteration=len(build))
     _, state = run_method(row, seed=seed, train_pool=list(build), eval_tasks=[],
-                          backbone=BackboneSpec("scripted").make(suite, seed, cfg), world=world, edits=suite.edits,
+                          backbone=spec.make(suite, seed, cfg), world=world, edits=suite.edits,
                           cfg=cfg, out_dir=out_dir)
     state.freeze()
     return state
@@ -171,10 +181,9 @@ def _swap(cfg: UpliftConfig, executor, suite_name: str, k: int, memories: Sequen
 
 
 def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_row: str, repeats: int, n_boot: int,
-           scratch: Path, log: Callable[[str], None]) -> dict:
+           scratch: Path, log: Callable[[str], None], spec) -> dict:
     from cfjax.domains import build_suite
     from cfjax.experiments.antipersist import _open
-    from cfjax.experiments.countermem import BackboneSpec
     from cfjax.experiments.uplift import _splits
 
     build_suite(name, root)
@@ -182,7 +191,7 @@ def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_r
     sp = _splits(suite, cfg)
     stream, tasks = list(sp.train) + list(sp.val), list(sp.eval)
     k = cfg.retrieval.k_for(tasks[0].domain)
-    executor = AgentExecutor(BackboneSpec("scripted").make(suite, cfg.backbone_seed, cfg), world, suite.edits,
+    executor = AgentExecutor(spec.make(suite, cfg.backbone_seed, cfg), world, suite.edits,
                              max_attempts=cfg.training.max_attempts)
     seeds = [cfg.eval_seed + r for r in range(repeats)]
     out: dict = {"split": {"seed": cfg.split_seed, "n_build": len(sp.build), "n_train": len(sp.train),
@@ -193,7 +202,7 @@ def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_r
         t0 = time.perf_counter()
         if store == "countermem":
             cm_cfg = CounterMemConfig()
-            cm = build_countermem(suite, world, sp.build, seed=cfg.backbone_seed, cfg=cm_cfg)
+            cm = build_countermem(suite, world, sp.build, seed=cfg.backbone_seed, cfg=cm_cfg, backbone=spec)
             entries = [{"mem_id": f"cm{r}", "record": dataclasses.asdict(cm.records[r])} for r in sorted(cm.records)]
             with answer_key_guard():
                 memories = countermem_memories(cm, use_conditions=cm_cfg.retrieval.use_conditions)
@@ -201,7 +210,7 @@ def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_r
         else:
             ap_cfg = APConfig()
             st = build_antipersist(suite, world, sp.build, seed=cfg.backbone_seed, out_dir=scratch / f"{name}_ap",
-                                   row=ap_row, cfg=ap_cfg)
+                                   row=ap_row, cfg=ap_cfg, backbone=spec)
             recs = list(st.trajectories.records)
             entries = [{"mem_id": f"tr{i}", "trajectory": dataclasses.asdict(t)} for i, t in enumerate(recs)]
             with answer_key_guard():
@@ -235,11 +244,18 @@ def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_r
 
 def run_store_swap(cfg: UpliftConfig, *, suites: Sequence[str] = ("sql",), stores: Sequence[str] = STORES,
                    quick: bool = False, log: Callable[[str], None] = print, repeats: int | None = None,
-                   ap_row: str = "anti_persistence", n_boot: int = 2000, root: str | Path | None = None) -> dict:
+                   ap_row: str = "anti_persistence", n_boot: int = 2000, root: str | Path | None = None,
+                   backbone=None) -> dict:
     """The store swap (module docstring). ``quick``: ``cfg`` through :func:`quick_config` (16 tasks per
     split, one epoch, one evaluation repeat); otherwise ``cfg`` as given. ``root``: where the suites are
-    built (a temporary directory by default)."""
+    built (a temporary directory by default). ``backbone``: the
+    :class:`~cfjax.experiments.backbones.BackboneSpec` that builds the stores and executes (default the
+    scripted one; the payload's ``label`` is its label)."""
     from cfjax.experiments.antipersist import _close_all
+    from cfjax.experiments.backbones import BackboneSpec
+
+    spec = backbone or BackboneSpec("scripted")
+    label = spec.label
 
     stores, suites = tuple(stores), tuple(suites)
     for s in stores:
@@ -252,13 +268,13 @@ def run_store_swap(cfg: UpliftConfig, *, suites: Sequence[str] = ("sql",), store
     cfg = quick_config(cfg) if quick else cfg
     reps = cfg.eval_repeats if repeats is None else int(repeats)
     log(f"store swap: suites {suites}, stores {stores}, {cfg.max_tasks or 'all'} tasks per split, "
-        f"{cfg.training.epochs} epoch(s), {reps} repeat(s) — {LABEL}")
+        f"{cfg.training.epochs} epoch(s), {reps} repeat(s) — {label}")
     by_suite = {}
     with tempfile.TemporaryDirectory(prefix="cfjax-stores-") as tmp:
         base = Path(root) if root is not None else Path(tmp) / "suites"
         try:
             for s in suites:
-                by_suite[s] = _suite(s, base / s, cfg, stores, ap_row, reps, n_boot, Path(tmp), log)
+                by_suite[s] = _suite(s, base / s, cfg, stores, ap_row, reps, n_boot, Path(tmp), log, spec)
         finally:
             _close_all()
     summary = {}
@@ -269,7 +285,7 @@ def run_store_swap(cfg: UpliftConfig, *, suites: Sequence[str] = ("sql",), store
                                                   seed=0).as_dict(),
                        "mean_set_size": {r: float(np.mean([by_suite[s]["stores"][st]["mean_set_size"][r]
                                                            for s in suites])) for r in ROWS}}
-    return {"label": LABEL, "suites": list(suites), "stores": list(stores), "rows": list(ROWS), "ap_row": ap_row,
+    return {"label": label, "suites": list(suites), "stores": list(stores), "rows": list(ROWS), "ap_row": ap_row,
             "repeats": reps, "eval_seeds": [cfg.eval_seed + r for r in range(reps)], "quick": quick,
             "config": {"max_tasks": cfg.max_tasks, "split_seed": cfg.split_seed, "epochs": cfg.training.epochs,
                        "warmup_steps": cfg.training.warmup_steps, "steps_per_update": cfg.training.steps_per_update,
@@ -303,30 +319,75 @@ def format_store_swap(payload: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(prog="python -m cfjax.experiments.uplift_stores", description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the quick training config (16 tasks per split, 1 epoch)")
-    ap.add_argument("--suite", action="append", default=[], help="suite(s), comma-separated or repeated (default sql)")
-    ap.add_argument("--stores", default=",".join(STORES), help=f"comma-separated, from {','.join(STORES)}")
-    ap.add_argument("--ap-row", default="anti_persistence", choices=("anti_persistence", "trajectory_memory"))
-    ap.add_argument("--max-tasks", type=int, default=None, help="tasks per split (0 = all)")
-    ap.add_argument("--epochs", type=int, default=None)
-    ap.add_argument("--repeats", type=int, default=None)
-    ap.add_argument("--out", default="", help="directory for results.json")
-    a = ap.parse_args(argv)
-    cfg = quick_config(UpliftConfig()) if a.quick else UpliftConfig()
-    if a.max_tasks is not None:
-        cfg = dataclasses.replace(cfg, max_tasks=a.max_tasks)
-    if a.epochs is not None:
-        cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, epochs=a.epochs))
-    suites = tuple(x for s in a.suite for x in s.split(",") if x) or ("sql",)
-    payload = run_store_swap(cfg, suites=suites, stores=tuple(s for s in a.stores.split(",") if s), quick=False,
-                             repeats=a.repeats, ap_row=a.ap_row, root=(Path(a.out) / "suites") if a.out else None)
-    payload["quick"] = a.quick
-    text = format_store_swap(payload)
-    write_results(a.out, payload, text=text, log=print)
+def stores_config(*, quick: bool = False, max_tasks: int | None = None, epochs: int | None = None) -> UpliftConfig:
+    """The config of ``cfjax upliftmem stores``: :func:`~cfjax.experiments.uplift.quick_config` with
+    ``quick``, then ``max_tasks`` (0 = all) and ``epochs``; a refused value is one
+    :class:`~cfjax.config.ConfigError` line naming the flag."""
+    from cfjax.config import ConfigError
+
+    cfg = quick_config(UpliftConfig()) if quick else UpliftConfig()
+    for flag, value in (("--max-tasks", max_tasks), ("--epochs", epochs)):
+        if value is None:
+            continue
+        try:
+            cfg = (dataclasses.replace(cfg, max_tasks=int(value)) if flag == "--max-tasks" else
+                   dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, epochs=int(value))))
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{flag}: {e}") from None
+    return cfg
+
+
+def stores_main(*, out: str | Path, suites: Sequence[str] = ("sql",), stores: Sequence[str] | None = None,
+                quick: bool = False, max_tasks: int | None = None, epochs: int | None = None,
+                repeats: int | None = None, ap_row: str = "anti_persistence", backbone=None,
+                log: Callable[[str], None] = print, existing: str = "refuse", n_boot: int = 2000,
+                cfg: UpliftConfig | None = None) -> dict:
+    """``cfjax upliftmem stores``: check the arguments (a refusal is one :class:`~cfjax.config.ConfigError`
+    line), apply the ``--out`` policy (:func:`cfjax.infra.io.prepare_output_dir`: a non-empty directory is
+    refused unless ``existing="force"``, which removes only :data:`OWNED` and ``suites/<suite>/``), run :func:`run_store_swap`
+    with the suites built in ``out/suites`` and write ``results.json`` and ``report.txt``. ``quick``: the
+    quick training config (:func:`~cfjax.experiments.uplift.quick_config`), then ``max_tasks`` /
+    ``epochs`` (:func:`stores_config`; ``cfg``: a config the caller built so, e.g. with ``--set`` on top).
+    ``backbone``: a ``--backbone`` value or a :class:`~cfjax.experiments.backbones.BackboneSpec`
+    (default scripted)."""
+    from cfjax.config import ConfigError
+    from cfjax.experiments.backbones import BackboneSpec, backbone_spec
+    from cfjax.experiments.countermem import resolve_suites
+    from cfjax.infra.io import prepare_output_dir
+
+    names = resolve_suites(list(suites) or ["sql"])
+    stores = STORES if stores is None else tuple(stores)
+    bad = [s for s in stores if s not in STORES]
+    if bad or not stores:
+        raise ConfigError(f"--stores: unknown store(s) {bad}; choose from {' '.join(STORES)}")
+    if ap_row not in ("anti_persistence", "trajectory_memory"):
+        raise ConfigError(f"--ap-row: choose anti_persistence or trajectory_memory, got {ap_row!r}")
+    if repeats is not None and int(repeats) < 1:
+        raise ConfigError(f"--repeats: expected an integer >= 1, got {repeats}")
+    if isinstance(backbone, str):
+        try:
+            backbone = backbone_spec(backbone)
+        except ValueError as e:
+            raise ConfigError(f"--backbone {backbone}: {e}") from None
+    spec = backbone or BackboneSpec("scripted")
+    if cfg is None:
+        cfg = stores_config(quick=quick, max_tasks=max_tasks, epochs=epochs)
+    out = Path(out)
+    prepare_output_dir(out, existing=existing, owned=[*OWNED, *(f"suites/{n}" for n in names)], resumable=False,
+                       command="cfjax upliftmem stores")
+    payload = run_store_swap(cfg, suites=names, stores=stores, quick=False, repeats=repeats, ap_row=ap_row,
+                             root=out / "suites", log=log, n_boot=n_boot, backbone=spec)
+    payload["quick"] = quick
+    write_results(out, payload, text=format_store_swap(payload), log=log, report="report.txt")
     return payload
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m cfjax.experiments.uplift_stores ARGS`` = ``cfjax upliftmem stores ARGS``."""
+    from cfjax.cli import main as cli_main
+
+    return cli_main(["upliftmem", "stores", *(sys.argv[1:] if argv is None else argv)])
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,2 +1,3 @@
 """Infrastructure every layer may use: hashing embedder, FAISS index, atomic io, ledger, checkpoints,
-progress bars and the world cache. Nothing here imports a domain or a method."""
+progress bars, the world cache and the paired task-bootstrap statistics (:mod:`.stats`). Nothing here
+imports a domain, a method, ``cfjax.llm`` or ``cfjax.experiments``."""

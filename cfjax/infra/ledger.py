@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from cfjax.llm.base import Usage
-from cfjax.types import Outcome
+from cfjax.types import Outcome, Usage
 
 __all__ = ["Costs", "Ledger"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Interval", "Cluster", "bootstrap", "paired_difference", "fmt_interval"]
+__all__ = ["Interval", "Cluster", "bootstrap", "paired_difference", "fmt_interval", "clusters_from_outcomes"]
 
 
 @dataclass(frozen=True)

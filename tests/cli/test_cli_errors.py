@@ -84,6 +84,8 @@ REFUSED = {
     "antipersist run": ["antipersist", "run", "--suite", "sql", "--out"],
     "sweep": ["sweep", "--method", "countermem", "--out"],
     "countermem table": ["countermem", "table", "--out"],
+    "upliftmem controlled": ["upliftmem", "controlled", "--out"],
+    "upliftmem stores": ["upliftmem", "stores", "--suite", "sql", "--out"],
 }
 
 
@@ -117,6 +119,8 @@ def test_second_run_of_the_readme_command_says_force_or_resume(capsys, tmp_path,
     ["countermem", "run", "--suite", "sql", "--resume", "--out"],
     ["antipersist", "run", "--suite", "sql", "--resume", "--out"],
     ["sweep", "--method", "antipersist", "--resume", "--out"],
+    ["upliftmem", "controlled", "--resume", "--out"],
+    ["upliftmem", "stores", "--resume", "--out"],
 ])
 def test_resume_where_a_command_cannot_resume(capsys, user_dir, args):
     before = snapshot(user_dir)
@@ -180,6 +184,8 @@ _USER_FILES = ["notes.md", "sql/my_analysis.py", "figures/my_plot.png", "suites/
     (["countermem", "table", "--suite", "sql"],
      ["store.json", "build.json", "parts/000000.npz", "table.npz", "table.json", "selectors.json",
       "suites/sql/db.sqlite"]),
+    (["upliftmem", "stores", "--suite", "sql"],
+     ["results.json", "report.txt", "suites/sql/db.sqlite", ".results.json.12.0123456789abcdef.tmp"]),
 ])
 def test_force_removes_what_the_command_wrote_and_keeps_the_rest(capsys, tmp_path, stop_after_prepare, args, owned):
     out = tmp_path / "out"
@@ -244,6 +250,16 @@ def test_config_is_a_directory(capsys, tmp_path, user_dir):
     (["countermem", "table", "--samples", "0"], "argument --samples"),
     (["countermem", "run", "--bogus"], "cfjax: unrecognized arguments: --bogus (see cfjax --help)"),
     (["countermem", "run", "--seeds", "-1"], "cfjax: countermem run: argument --seeds"),
+    (["upliftmem", "controlled", "--stores", "nope"], "--stores: unknown store(s) ['nope']"),
+    (["upliftmem", "controlled", "--variants", "nope"], "--variants: unknown row(s) ['nope']"),
+    (["upliftmem", "controlled", "--k", "0"], "cfjax: upliftmem controlled: argument --k"),
+    (["upliftmem", "controlled", "--backbone", "openai"], "answered by its frozen scripted answerer"),
+    (["upliftmem", "controlled", "--backbone", "nope"], "argument --backbone: 'nope'"),
+    (["upliftmem", "stores", "--suite", "nope"], "unknown suite 'nope'"),
+    (["upliftmem", "stores", "--stores", "nope"], "--stores: unknown store(s) ['nope']"),
+    (["upliftmem", "stores", "--ap-row", "nope"], "--ap-row: choose anti_persistence or trajectory_memory"),
+    (["upliftmem", "stores", "--epochs", "0"], "cfjax: upliftmem stores: argument --epochs"),
+    (["upliftmem", "stores", "--set", "nope=1"], "--set nope=1: unknown config key 'nope'"),
 ])
 def test_bad_flags(capsys, tmp_path, args, needle):
     one_line(*cli(capsys, *args, "--out", tmp_path / "o"), needle)

@@ -111,6 +111,21 @@ def test_repairer_never_reads_the_fix(suite, tmp_path):
     assert "def sum_to(n):\n    total = 0\n    for i in range(1, n + 1):\n        total += i\n    return total" in drafts
 
 
+def test_repairer_runs_under_the_answer_key_guard(suite):
+    """The repairer's module is marked agent-side: the guard watches it under ``cfjax.domains``."""
+    import cfjax.domains.python.user_draft as mod
+    from cfjax.types import AGENT_SIDE_MARKER, answer_key_guard
+
+    assert getattr(mod, AGENT_SIDE_MARKER) is True and UserPyScript.__module__ == mod.__name__
+    sd, cfg = suite.scripted_domain(), ScriptedConfig()
+    with answer_key_guard():
+        for t in suite.tasks:
+            for attempt in range(2):
+                d = sd.draft(t, attempt, random.Random(attempt), cfg)
+            assert sd.true_fixes(t, d) == {}
+            sd.broad_condition(t, random.Random(0))
+
+
 # --------------------------------------------------------------------------- malformed lines
 
 

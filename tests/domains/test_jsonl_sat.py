@@ -84,6 +84,23 @@ def test_drafter_repairs_the_start_encoding_without_gold(d):
     assert sd.true_fixes(m, MAP_START) == {}
 
 
+def test_drafter_runs_under_the_answer_key_guard(d):
+    """The drafter's module is marked agent-side: the guard watches it under ``cfjax.domains``."""
+    import cfjax.domains.sat.user_draft as mod
+    from cfjax.domains.sat.user import UserSatScript
+    from cfjax.types import AGENT_SIDE_MARKER, answer_key_guard
+
+    assert getattr(mod, AGENT_SIDE_MARKER) is True and UserSatScript.__module__ == mod.__name__
+    s = JSONLSuite.build(d / "root", write(d, [map_row(id=f"m{i}") for i in range(2)] + [plan_row(id="p")]))
+    sd, cfg = s.scripted_domain(), ScriptedConfig()
+    with answer_key_guard():
+        for t in s.tasks:
+            for a in range(3):
+                sd.draft(t, a, random.Random(a), cfg)
+            sd.broad_condition(t, random.Random(0))
+        assert sd.true_fixes(s.tasks[0], MAP_START) == {}
+
+
 def _err(d: Path, rows: list[dict]) -> JSONLError:
     with pytest.raises(JSONLError) as e:
         load(write(d, rows))

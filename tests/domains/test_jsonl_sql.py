@@ -183,6 +183,21 @@ def test_scripted_drafter_never_reads_gold(suite, tmp_path):
     assert sd.true_fixes(suite.tasks[0], "SELECT count(*) FROM singer") == {}
 
 
+def test_scripted_drafter_runs_under_the_answer_key_guard(suite):
+    """The drafter's module is marked agent-side, so the guard watches it under ``cfjax.domains``: every
+    draft, rule edit and (empty) fix list is made with answer keys unreadable to it."""
+    import cfjax.domains.sql.user_draft as mod
+    from cfjax.types import AGENT_SIDE_MARKER, answer_key_guard
+
+    assert getattr(mod, AGENT_SIDE_MARKER) is True and UserSQLScript.__module__ == mod.__name__
+    sd, cfg = suite.scripted_domain(), ScriptedConfig()
+    with answer_key_guard():
+        for t in suite.tasks:
+            for attempt in range(3):
+                d = sd.draft(t, attempt, random.Random(attempt), cfg)
+            assert sd.true_fixes(t, d) == {}
+
+
 def test_template_drafts_solve_the_plain_questions(suite):
     with suite.world(isolation="inprocess") as w:
         sd = suite.scripted_domain()

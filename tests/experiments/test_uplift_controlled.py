@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cfjax.config.uplift import UpliftConfig
-from cfjax.domains.memsyco import MemSycoConfig, MemSycoExecutor, build_suite, native_retrieve
+from cfjax.experiments.memsyco import MemSycoConfig, MemSycoExecutor, build_suite, native_retrieve
 from cfjax.experiments.uplift_controlled import (LABEL, METRICS, NATIVE, controlled_config, format_controlled,
                                                  run_controlled)
 from cfjax.infra.ledger import Ledger
@@ -78,3 +78,60 @@ def test_outcome_blocks(payload):
             for row, per_rep in b["rows"].items():
                 assert len(per_rep) == payload["repeats"] and all(len(x) == n for x in per_rep)
                 assert all(v in (0, 1) for x in per_rep for v in x)
+
+
+# --------------------------------------------------------------------------- the command: cfjax upliftmem controlled
+
+
+def _one_line(rc: int, err: str, *needles: str) -> None:
+    assert rc == 2 and err.startswith("cfjax: ") and err.count("\n") == 1 and "Traceback" not in err, (rc, err)
+    for n in needles:
+        assert n in err, (n, err)
+
+
+def test_command_refuses_before_any_work(tmp_path, capsys):
+    """A non-empty --out, a bad flag and an LLM --backbone: one line, status 2, nothing written
+    (``python -m cfjax.experiments.uplift_controlled`` is the same command)."""
+    from cfjax.cli import main
+    from cfjax.experiments import uplift_controlled as uc
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    for args, needle in ((["--out", mine], "is not empty"),
+                         (["--out", tmp_path / "o", "--backbone", "openai"], "frozen scripted answerer"),
+                         (["--out", tmp_path / "o", "--backbone", "hf:/models/x"], "never by an LLM"),
+                         (["--out", tmp_path / "o", "--stores", "mem0", "nope"], "unknown store(s) ['nope']"),
+                         (["--out", tmp_path / "o", "--repeats", "0"], "argument --repeats")):
+        capsys.readouterr()
+        _one_line(main(["upliftmem", "controlled", *map(str, args)]), capsys.readouterr().err, needle)
+        _one_line(uc.main([str(a) for a in args]), capsys.readouterr().err, needle)
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"] and (mine / "notes.txt").read_text() == "mine"
+
+
+def test_command_writes_the_runners_payload(payload, tmp_path, capsys, monkeypatch):
+    """The command's flags reach the runner (quick config, then --set), --force keeps the user's files,
+    and results.json / report.txt are the payload and its table. The runner is replaced by the module's
+    quick run (it takes about half a minute)."""
+    import json
+
+    from cfjax.cli import main
+    from cfjax.experiments import uplift_controlled as uc
+    from cfjax.experiments.common import finite
+
+    seen = []
+    monkeypatch.setattr(uc, "run_controlled", lambda cfg, **kw: seen.append((cfg, kw)) or payload)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text("old")
+    (out / "notes.txt").write_text("mine")
+    rc = main(["upliftmem", "controlled", "--quick", "--stores", STORE, "--k", "5", "--backbone", "scripted",
+               "--set", "probing.budget=30", "--out", str(out), "--force"])
+    assert rc == 0, capsys.readouterr().err
+    cfg, kw = seen[0]
+    want = controlled_config(UpliftConfig(), quick=True)
+    assert cfg.probing.budget == 30 and cfg.training == want.training and cfg.eval_repeats == want.eval_repeats
+    assert kw["stores"] == (STORE,) and kw["k_values"] == (K,) and kw["variants"] == ("upliftmem",) and kw["quick"]
+    assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(finite(payload)))
+    assert (out / "report.txt").read_text() == format_controlled(payload) + "\n"
+    assert (out / "notes.txt").read_text() == "mine"

@@ -122,3 +122,65 @@ def test_every_memory_is_what_the_store_held(swap):
         assert all(noted for *_, noted in notes)  # every pattern sits under the factual-notes header
         if notes:
             assert prompts.FACTUAL_NOTES_HEADER in m["text"]
+
+
+# --------------------------------------------------------------------------- the command: cfjax upliftmem stores
+
+
+def test_command_quick_run_gives_the_runners_numbers(swap, tmp_path, capsys):
+    """``cfjax upliftmem stores --quick`` is the fixture's run (same stores, sets, outcomes and point
+    estimates; only the bootstrap resamples differ: 300 in the fixture, 2000 here) and writes its table."""
+    from cfjax.cli import main
+    from cfjax.experiments.uplift_stores import format_store_swap as fmt
+
+    payload, _ = swap
+    out = tmp_path / "out"
+    rc = main(["upliftmem", "stores", "--quick", "--suite", SUITE, "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    got = json.loads((out / "results.json").read_text())
+    assert (out / "suites" / SUITE).is_dir() and "native" in (out / "report.txt").read_text()
+    assert got["label"] == payload["label"] == LABEL and got["quick"] is True
+    assert got["config"] == payload["config"] and got["repeats"] == payload["repeats"]
+    for store, want in payload["by_suite"][SUITE]["stores"].items():
+        r = got["by_suite"][SUITE]["stores"][store]
+        for key in ("outcomes", "rewards", "sets", "offered", "memories", "mean_set_size", "checks"):
+            assert r[key] == json.loads(json.dumps(want[key])), (store, key)
+        assert r["delta"]["mean"] == pytest.approx(want["delta"]["mean"])
+        for row in ROWS:
+            assert r["table"][row]["success"]["mean"] == pytest.approx(want["table"][row]["success"]["mean"])
+    assert fmt(got).splitlines()[0] == format_store_swap(payload).splitlines()[0]
+
+
+def test_command_refuses_and_takes_the_backbone(tmp_path, capsys, monkeypatch):
+    """A non-empty --out and bad values: one line, status 2, nothing written; ``--backbone`` (and its
+    flags) reach the runner as the spec that builds the stores and executes."""
+    from cfjax.cli import main
+    from cfjax.experiments import uplift_stores as us
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    for args, needle in ((["--out", mine], "is not empty"), (["--out", tmp_path / "o", "--suite", "nope"], "unknown suite"),
+                         (["--out", tmp_path / "o", "--max-tasks", "-1"], "argument --max-tasks"),
+                         (["--out", tmp_path / "o", "--backbone", "gpt"], "argument --backbone: 'gpt'")):
+        capsys.readouterr()
+        rc = us.main([str(a) for a in args])  # python -m cfjax.experiments.uplift_stores = the command
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("cfjax: ") and err.count("\n") == 1 and needle in err, err
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]
+    seen = []
+
+    def fake(cfg, **kw):
+        seen.append((cfg, kw))
+        return {"label": kw["backbone"].label, "by_suite": {}, "summary": None, "repeats": 1,
+                "config": {"max_tasks": cfg.max_tasks}}
+
+    monkeypatch.setattr(us, "run_store_swap", fake)
+    rc = main(["upliftmem", "stores", "--suite", "sql,pybugs", "--out", str(tmp_path / "llm"), "--backbone", "openai",
+               "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--no-cache", "--max-tasks", "8",
+               "--allow-weak-sandbox"])
+    assert rc == 0, capsys.readouterr().err
+    cfg, kw = seen[0]
+    assert kw["backbone"].kind == "openai" and "LLM m at http://127.0.0.1:9/v1" == kw["backbone"].label
+    assert kw["suites"] == ["sql", "pybugs"] and cfg.max_tasks == 8 and kw["root"] == tmp_path / "llm" / "suites"
+    assert json.loads((tmp_path / "llm" / "results.json").read_text())["label"] == kw["backbone"].label

@@ -20,8 +20,8 @@ cases are rendered into a test file under the suite root, judged by the parent, 
 agent (``feedback="user"`` reports a failing case's call and the action's own result, not the
 expected value). Cases must be literals (the parent compares values; no code of the tests runs).
 
-:class:`UserPyScript` is the scripted backbone's *gold-free* repairer: it holds the buggy programs the
-prompts show and no answer key. Every attempt rewrites the program with one rule edit of
+:class:`UserPyScript` (:mod:`cfjax.domains.python.user_draft`, agent side, re-exported here) is the
+scripted backbone's *gold-free* repairer: it holds the buggy programs the prompts show and no answer key. Every attempt rewrites the program with one rule edit of
 :func:`cfjax.domains.python.edits.rule_edits` (the repair operators and the distractors), drawn
 uniformly from the attempt's seeded stream; it knows no true fix, so its local alternatives are rule
 edits that only the world's tests can tell apart — a mutation-based repair search.
@@ -30,18 +30,16 @@ edits that only the world's tests can tell apart — a mutation-based repair sea
 from __future__ import annotations
 
 import ast
-import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cfjax.domains.jsonl import GoldFreeDrafting, Parsed, RowReader, UserDomain, UserRow
+from cfjax.domains.jsonl import Parsed, RowReader, UserDomain, UserRow
 from cfjax.domains.python.cases import parse_cases
 from cfjax.domains.python.edits import entry_name
-from cfjax.domains.python.script import SEMANTIC_KEY_ORDER, PyScript
 from cfjax.domains.python.tasks import _TEST_HEADER, observe_attrs
+from cfjax.domains.python.user_draft import UserPyScript
 from cfjax.domains.python.world import task_test_path
-from cfjax.llm.scripted import ScriptedConfig, ScriptedDomain
 from cfjax.types import AnswerKey, Task
 
 __all__ = ["UserPython", "UserPyScript", "render_case_tests", "DOMAIN"]
@@ -171,29 +169,3 @@ class UserPython(UserDomain):
 
 
 DOMAIN = UserPython
-
-
-class UserPyScript(GoldFreeDrafting, ScriptedDomain):
-    """The scripted backbone's gold-free repairer (module docstring). It holds the buggy programs only."""
-
-    name = "python"
-    semantic_keys = SEMANTIC_KEY_ORDER
-
-    def __init__(self, programs: Mapping[str, str]) -> None:
-        from cfjax.domains.python.edits import PythonEdits
-
-        self.programs = dict(programs)
-        self.edits = PythonEdits()
-
-    def draft(self, task: Task, attempt: int, rng: random.Random, config: ScriptedConfig) -> str:
-        try:
-            base = self.programs[task.task_id]
-        except KeyError:
-            raise KeyError(f"the python drafter has no program for task {task.task_id!r}") from None
-        return self.one_rule_edit(self.edits.normalize(base), rng)
-
-    def unit_kind_name(self, unit_text: str) -> str:
-        return PyScript.unit_kind_name(self, unit_text)  # type: ignore[arg-type]
-
-    def broad_condition(self, task: Task, rng: random.Random) -> str:
-        return PyScript.broad_condition(self, task, rng)  # type: ignore[arg-type]

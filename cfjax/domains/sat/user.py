@@ -36,7 +36,8 @@ SMT-LIB text is what its actions are (``start_path`` / ``gold_path``).
 The environment is the instance (its ``env_id``; a formula's is its file's stem, or ``cnf_<hash>``
 inline); lines that share an environment must give the same instance.
 
-:class:`UserSatScript` is the scripted backbone's gold-free drafter: each attempt is the line's
+:class:`UserSatScript` (:mod:`cfjax.domains.sat.user_draft`, agent side, re-exported here) is the
+scripted backbone's gold-free drafter: each attempt is the line's
 ``start`` encoding with one rule edit of :class:`~cfjax.domains.sat.edits.SatSmtEdits`, drawn uniformly
 from the attempt's seeded stream. Without ``start`` it transcribes a DIMACS formula the context shows
 (one clause per line, then rule edits on later attempts) and otherwise answers an empty encoding
@@ -47,18 +48,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cfjax.domains.jsonl import GoldFreeDrafting, JSONLError, Parsed, RowReader, UserDomain, UserRow
+from cfjax.domains.jsonl import JSONLError, Parsed, RowReader, UserDomain, UserRow
 from cfjax.domains.sat.instances import context_text
-from cfjax.domains.sat.script import SEMANTIC_KEYS, SatScript
 from cfjax.domains.sat.sat_world import _OP_WORDS, Check, SATInstance, SATWorld, sat_checks
 from cfjax.domains.sat.smt_world import SMTInstance, schedule_checks
 from cfjax.domains.sat.tasks import observe_attrs
-from cfjax.llm.scripted import ScriptedConfig, ScriptedDomain
+from cfjax.domains.sat.user_draft import UserSatScript
 from cfjax.types import AnswerKey, Task
 
 __all__ = ["UserSat", "UserSatScript", "CNFSATWorld", "parse_dimacs", "cnf_instance", "cnf_checks", "DOMAIN"]
@@ -307,41 +306,3 @@ class UserSat(UserDomain):
 
 
 DOMAIN = UserSat
-
-
-class UserSatScript(GoldFreeDrafting, ScriptedDomain):
-    """The scripted backbone's gold-free drafter (module docstring): what the prompts show — the
-    instances, the start encodings and the DIMACS formulas (transcribed) — and no answer key."""
-
-    name = "sat"
-    semantic_keys = SEMANTIC_KEYS
-
-    def __init__(self, instances: Mapping[str, Any], starts: Mapping[str, str],
-                 formulas: Mapping[str, str] | None = None) -> None:
-        from cfjax.domains.sat.edits import SatSmtEdits
-
-        self.instances = dict(instances)
-        self.starts = dict(starts)
-        self.formulas = dict(formulas or {})
-        self.edits = SatSmtEdits()
-
-    def env(self, task: Task) -> Any:
-        return self.instances.get(task.env_id)
-
-    def draft(self, task: Task, attempt: int, rng: random.Random, config: ScriptedConfig) -> str:
-        base = self.starts.get(task.task_id, "")
-        transcribed = not base.strip()
-        if transcribed:
-            base = self.formulas.get(task.task_id, "")
-        if not base.strip():
-            return ""
-        base = self.edits.normalize(base)
-        if transcribed and attempt == 0:
-            return base
-        return self.one_rule_edit(base, rng, self.env(task))
-
-    def unit_kind_name(self, unit_text: str) -> str:
-        return SatScript.unit_kind_name(self, unit_text)  # type: ignore[arg-type]
-
-    def broad_condition(self, task: Task, rng: random.Random) -> str:
-        return SatScript.broad_condition(self, task, rng)  # type: ignore[arg-type]

@@ -1,8 +1,8 @@
 """The frozen executor of the MemSyco-like suite (:class:`~cfjax.uplift.core.SetExecutor`).
 
 :class:`MemSycoExecutor` wires the agent-side scripted answerer
-(:mod:`cfjax.domains.memsyco.answerer`, which sees the prompt material and the memory texts only) to
-the world-side grader and competence interface (:mod:`cfjax.domains.memsyco.world`, the only readers
+(:mod:`cfjax.experiments.memsyco.answerer`, which sees the prompt material and the memory texts only) to
+the world-side grader and competence interface (:mod:`cfjax.experiments.memsyco.world`, the only readers
 of answer keys). It reads no key itself: it hands the answerer's reply text to the world and copies
 the world's ``info`` into the :class:`~cfjax.uplift.core.Execution`.
 
@@ -15,18 +15,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cfjax.domains.memsyco.answerer import ScriptedAnswerer, format_reply, render_prompt
-from cfjax.domains.memsyco.config import MemSycoConfig
+from cfjax.experiments.memsyco.answerer import ScriptedAnswerer, format_reply, render_prompt
+from cfjax.experiments.memsyco.config import MemSycoConfig
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.prompts import count_tokens
 from cfjax.types import Attempt, Task, Usage
 from cfjax.uplift.core import Execution, Memory
 
+#: agent-side code (:data:`cfjax.types.AGENT_SIDE_MARKER`): the answer-key guard never trusts this
+#: module, although it lives under the trusted ``cfjax.experiments`` prefix (the executor sees what a model
+#: would be shown, never an answer key).
+__cfjax_agent_side__ = True
+
 __all__ = ["MemSycoExecutor"]
 
 
 class MemSycoExecutor:
-    """``SetExecutor`` over a :class:`~cfjax.domains.memsyco.suite.MemSycoSuite`.
+    """``SetExecutor`` over a :class:`~cfjax.experiments.memsyco.suite.MemSycoSuite`.
 
     Args:
       suite: the suite (supplies the world and the competence interface).

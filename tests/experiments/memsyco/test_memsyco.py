@@ -9,10 +9,10 @@ from collections import Counter, defaultdict
 import pytest
 
 import cfjax.types as ctypes
-from cfjax.domains.memsyco import (DECISION_SCENARIOS, SCENARIOS, STORES, MemSycoConfig, MemSycoExecutor, MemSycoSuite,
+from cfjax.experiments.memsyco import (DECISION_SCENARIOS, SCENARIOS, STORES, MemSycoConfig, MemSycoExecutor, MemSycoSuite,
                                    average_over_stores, build_suite, metrics, native_retrieval_report, native_retrieve,
                                    parse_tail, split, stores)
-from cfjax.domains.memsyco.answerer import render_prompt
+from cfjax.experiments.memsyco.answerer import render_prompt
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.prompts import count_tokens
 from cfjax.types import AnswerKeyAccessError, answer_key_guard
@@ -55,7 +55,7 @@ def test_sizes_ids_and_attrs(full, quick):
                 assert f"{'ABCD'[i]}) {o}" in t.question
     assert MemSycoConfig.quick().instances_per_scenario == 15
     # varied templates: ≥ 8 topics and several surface forms per scenario
-    from cfjax.domains.memsyco.suite import query_text
+    from cfjax.experiments.memsyco.suite import query_text
     for s in SCENARIOS:
         ts = full.scenario_tasks(s)
         topics = {t.attrs["topic"] for t in ts}
@@ -171,11 +171,11 @@ def test_split_dialogue_grouped_stratified_deterministic(full, quick):
 # --------------------------------------------------------------------------- boundary
 
 def test_executor_never_reads_answer_keys(quick, monkeypatch):
-    """Only cfjax.domains.memsyco.world may read keys: the guard's readers are narrowed to it."""
-    monkeypatch.setattr(ctypes, "ANSWER_KEY_READERS", ("cfjax.domains.memsyco.world", "cfjax.types"))
+    """Only cfjax.experiments.memsyco.world may read keys: the guard's readers are narrowed to it."""
+    monkeypatch.setattr(ctypes, "ANSWER_KEY_READERS", ("cfjax.experiments.memsyco.world", "cfjax.types"))
     key = quick.keys[quick.tasks[0].task_id]
     # negative control: the narrowed guard refuses a read from the executor's module
-    ns = {"__name__": "cfjax.domains.memsyco.executor"}
+    ns = {"__name__": "cfjax.experiments.memsyco.executor"}
     exec("def peek(k):\n    return k.gold\n", ns)
     with answer_key_guard():
         with pytest.raises(AnswerKeyAccessError):
@@ -192,11 +192,47 @@ def test_executor_never_reads_answer_keys(quick, monkeypatch):
         m = metrics(quick.tasks, infos)
     assert m["n"] == len(quick.tasks)
     # the agent-side modules do not name answer keys at all
-    import cfjax.domains.memsyco.answerer as ans
-    import cfjax.domains.memsyco.executor as exe
+    import cfjax.experiments.memsyco.answerer as ans
+    import cfjax.experiments.memsyco.executor as exe
     for mod in (ans, exe):
         src = open(mod.__file__).read()
         assert "AnswerKey" not in src.replace(":class:`~cfjax.types.AnswerKey`", "") and ".keys[" not in src
+
+
+def test_the_agent_side_is_watched_under_the_trusted_experiments_prefix(quick):
+    """The answerer and the executor live under ``cfjax.experiments`` (a trusted prefix) but are marked
+    agent-side: with the default readers the guard refuses their reads and still lets the world read."""
+    import types
+
+    import cfjax.experiments.memsyco.answerer as ans
+    import cfjax.experiments.memsyco.executor as exe
+    import cfjax.experiments.memsyco.world as world
+
+    def peek(k):
+        return k.gold
+
+    t = quick.tasks[0]
+    key = quick.keys[t.task_id]
+    with answer_key_guard():
+        for mod in (ans, exe):
+            assert getattr(mod, ctypes.AGENT_SIDE_MARKER) is True
+            with pytest.raises(AnswerKeyAccessError, match="agent-side"):
+                types.FunctionType(peek.__code__, vars(mod))(key)  # a function of that module reads a key
+        assert types.FunctionType(peek.__code__, vars(world))(key) == key.gold  # the world may
+        ex = MemSycoExecutor(quick, quick.config, seed=0)
+        for t in quick.tasks[:25]:
+            ex.execute(t, native_retrieve(t, quick.stores(t)["mem0"], 5), seed=0, ledger=Ledger("g"))
+
+
+def test_no_import_cycle_between_suite_and_world():
+    """The world never imports the suite (the suite builds its world); the analysis imports both."""
+    import ast
+
+    import cfjax.experiments.memsyco.world as world
+
+    tree = ast.parse(open(world.__file__).read())
+    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "cfjax.experiments.memsyco.suite" not in mods and "cfjax.experiments.memsyco" not in mods
 
 
 # --------------------------------------------------------------------------- executor contract
