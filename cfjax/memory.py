@@ -34,10 +34,10 @@ from cfjax.loop import (AfterResult, Consultation, Decision, DraftFn, Episode, P
 from cfjax.types import Attempt, Backbone, EditModel, MemoryText, Outcome, ReviseRequest, Task, World
 
 __all__ = ["Experience", "RecallQuery", "MemorySystem", "MemorySystemInfo", "SystemContext", "FrozenMemoryError",
-           "RUNNERS", "experience_of", "recall_episode", "build_experience"]
+           "RUNNERS", "experience_of", "recall_episode", "build_experience", "why_not"]
 
 #: the runners a memory system may declare it fits (``MemorySystemInfo.runners``)
-RUNNERS = ("countermem", "antipersist", "compare")
+RUNNERS = ("countermem", "antipersist", "compare", "upliftmem")
 
 
 class FrozenMemoryError(RuntimeError):
@@ -134,7 +134,7 @@ class MemorySystemInfo:
     name: str
     make: Callable[[SystemContext], MemorySystem]
     show: str = "revise"
-    runners: tuple[str, ...] = RUNNERS
+    runners: tuple[str, ...] = ("countermem", "antipersist", "compare")
     table: str = "table1"
     reference: str = "none"
     why_not: Any = field(default_factory=dict)
@@ -147,6 +147,27 @@ class MemorySystemInfo:
         bad = [r for r in self.runners if r not in RUNNERS]
         if bad:
             raise ValueError(f"MemorySystemInfo.runners: unknown runner(s) {bad} (known: {', '.join(RUNNERS)})")
+
+
+#: why a memory system that does not declare a runner cannot be one of its rows (``why_not``)
+_RUNNER_PROTOCOL = {
+    "upliftmem": "UpliftMem's end-to-end table pairs executions of the frozen executor shown memory *sets* "
+                 "(App. D.5) and its rows are switches of UpliftMem's own trainer (Table 2)",
+    "countermem": "countermem run builds a system from T_build's memory-free episodes and evaluates it frozen",
+    "antipersist": "antipersist run updates a system after every training task and freezes it for held-out passes",
+    "compare": "compare builds a system on T_build and evaluates it on the shared held-out tasks",
+}
+
+
+def why_not(info: MemorySystemInfo, runner: str) -> str:
+    """One line saying why ``info`` is not a row of ``runner`` (its own reason, else the runner's protocol)."""
+    own = dict(info.why_not).get(runner)
+    if runner in info.runners:
+        return f"{info.name} is a row of {runner}"
+    where = ", ".join(info.runners) or "no runner"
+    return (f"memory system {info.name!r} is not a row of {runner}: {own or _RUNNER_PROTOCOL.get(runner, runner)}; "
+            f"{info.name} declares it fits {where}"
+            + (" (cfjax compare --methods " + info.name + ")" if "compare" in info.runners else ""))
 
 
 def experience_of(ep: Episode, episode: int) -> Experience:

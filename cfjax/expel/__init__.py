@@ -13,5 +13,7 @@ __all__ = ["EXPEL_INSIGHT", "InsightRequest", "InsightResult", "parse_lesson", "
 #: the registration: a row of countermem run and antipersist run, a method of compare
 INFO = MEMORY_SYSTEMS.register("expel", MemorySystemInfo(
     "expel", ExpeLSystem, show="revise", table="table1", reference="none",
+    why_not={"upliftmem": "its recall is one lesson shown with the draft (REVISE_WITH_RECORD), not a memory set "
+                          "the UpliftMem executor is shown, and Table 2's rows are ablations of UpliftMem's trainer"},
     description="ExpeL-style lessons from past trajectories, the most similar always shown (unchecked)",
     paper="Zhao et al., ExpeL (AAAI 2024); papers/countermem.md App. D.5"))

@@ -341,6 +341,12 @@ def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows:
 
     names = resolve_suites(suites)
     rows = tuple(rows) if rows else (METHOD,) + ABLATIONS
+    from cfjax.memory import why_not
+    from cfjax.registry import MEMORY_SYSTEMS
+
+    systems = [r for r in rows if r in MEMORY_SYSTEMS]
+    if systems:  # a memory system is a row here only where its protocol fits this runner's
+        raise ConfigError("; ".join(why_not(MEMORY_SYSTEMS.get(r), "upliftmem") for r in systems))
     bad = [r for r in rows if r not in (METHOD,) + ABLATIONS]
     if bad:
         raise ConfigError(f"unknown row(s) {bad}; choose from {', '.join((METHOD,) + ABLATIONS)} "
