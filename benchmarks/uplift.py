@@ -7,8 +7,9 @@ built in a temp dir; bootstrap on ``--build`` tasks, value-only warm-up, one tra
 relevant call is wrapped by a stack profiler that attributes *exclusive* wall time (a wrapped call
 nested inside another is subtracted from its parent):
 
-* **backbone** -- the scripted executor/writer model: ``draft_action``, ``write_memory``,
-  ``revise_memory`` (instance methods of the backbone).
+* **backbone** -- the scripted executor/writer model: its ``call(kind, req)`` for the kinds
+  DRAFT_ACTION, WRITE_MEMORY and REVISE_MEMORY (labelled ``backbone.draft_action``,
+  ``backbone.write_memory``, ``backbone.revise_memory``; wrapped on the backbone instance).
 * **world** -- ``world.evaluate`` (SQL execution and grading).
 * **kernels** -- the jitted programs themselves, each call followed by ``block_until_ready``:
   the scorer's ``update`` / ``scores`` / ``features``, the retriever's ``beam`` / ``sample``, the
@@ -192,9 +193,20 @@ def install_global_patches() -> None:
     pipeline.build_window = PROF.wrap(build_and_capture, "window.build_window")
 
 
+#: the backbone's profiled call kinds and their labels (``backbone.call(kind, req)``, one label per kind)
+BACKBONE_LABELS = {"DRAFT_ACTION": "backbone.draft_action", "WRITE_MEMORY": "backbone.write_memory",
+                   "REVISE_MEMORY": "backbone.revise_memory"}
+
+
 def patch_instances(run, backbone, world) -> None:
-    for name in ("draft_action", "write_memory", "revise_memory"):
-        setattr(backbone, name, PROF.wrap(getattr(backbone, name), f"backbone.{name}"))
+    inner = backbone.call
+    timed = {name: PROF.wrap(inner, label) for name, label in BACKBONE_LABELS.items()}
+
+    def call(kind, req):
+        return timed.get(kind.name, inner)(kind, req)
+
+    call.__wrapped__ = inner
+    backbone.call = call
     world.evaluate = PROF.wrap(world.evaluate, "world.evaluate")
     tr, rt = run.trainer, run.retriever
     tr._update = (PROF.wrap(tr._update[0], "jit.scorer.update", sync=True),  # value + policy

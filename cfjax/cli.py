@@ -468,8 +468,8 @@ def _compare(args: argparse.Namespace) -> int:
 def _compare_methods_help() -> str:
     from cfjax.experiments.compare import methods
 
-    return ("methods to run (default: all; countermem always runs, it gives the none row): "
-            + " ".join(methods()))
+    return ("methods to run (default: countermem antipersist upliftmem; countermem always runs, it gives the "
+            "none row; every registered memory system may be named): " + " ".join(methods()))
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ re-exported lazily: ``cfjax.config`` imports only ``cfjax.kernels``,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cfjax.config._toml import ConfigError, dumps_toml, from_dict, load_toml, save_toml, to_dict
 from cfjax.config.antipersist import APConfig, SynthesisConfig
@@ -33,6 +33,7 @@ from cfjax.config.presets import AP_QUICK, QUICK, APQuick, CounterMemQuick, quic
 from cfjax.config.scripted import ScriptedConfig
 from cfjax.config.uplift import (ProbingSection, RetrievalSection, ScorerSection, TrainingSection, UpliftConfig,
                                  UtilitySection, UtilitySpec)
+from cfjax.infra._lazy import lazy_exports
 from cfjax.kernels.bandit import BanditConfig
 from cfjax.kernels.dqn import DQNConfig
 from cfjax.kernels.setscore import UpliftLossConfig
@@ -83,10 +84,6 @@ __all__ = [
     "set_keys",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name == "OpenAIConfig":  # lazily: cfjax.llm imports cfjax.config, not the other way round
-        from cfjax.llm.openai_client import OpenAIConfig
-
-        return OpenAIConfig
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# lazily: cfjax.llm imports cfjax.config, not the other way round
+__getattr__, __dir__, _ = lazy_exports(__name__, {"cfjax.llm.openai_client": ["OpenAIConfig"]})
+del lazy_exports, _

@@ -10,6 +10,10 @@ built-in name (results directories, reports):
 >>> name = register_jsonl("jsonl:tasks/spider_dev.jsonl")     # → "jsonl-spider_dev"
 >>> suite = build_suite(name, "/tmp/cfjax-suites/" + name)    # this process registered it
 >>> suite = open_suite(name, "/tmp/cfjax-suites/" + name)     # any process: reads the suite root
+
+A suite is all a method needs of a domain: ``suite.tasks``, ``suite.world()`` (the evaluator),
+``suite.edits`` (its :class:`~cfjax.types.EditModel`), ``suite.envs()`` and ``suite.scripted_domain()``
+(the scripted backbone's view). Each domain's own names are in its package (``cfjax.domains.sql``, …).
 """
 
 from __future__ import annotations
@@ -19,10 +23,19 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from cfjax.domains.base import Suite
+from cfjax.infra._lazy import lazy_exports
 from cfjax.registry import DOMAINS
 
+# what a new domain or a user suite builds on, imported on first use (PEP 562)
+__getattr__, __dir__, _LAZY = lazy_exports(__name__, {
+    ".base": ["KeyedErrorModel", "stratified_splits", "transfer_condition", "TRANSFER_CONDITIONS", "match_cues",
+              "exact_cue_parser"],
+    ".jsonl": ["JSONLSuite", "JSONLError", "UserDomain", "UserRow", "LoadedFile", "GoldFreeDrafting"],
+})
+del lazy_exports
+
 __all__ = ["SUITES", "cost_weight", "build_suite", "open_suite", "Suite", "register_jsonl", "is_registered", "suite_base", "is_user_suite",
-           "JSONL_PREFIX"]
+           "JSONL_PREFIX", *_LAZY]
 
 
 class _Suites(Mapping[str, str]):

@@ -421,8 +421,9 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
                 workers: int = 1, backbone=None, log: Callable[[str], None] = print,
                 executor: Executor = "local", only: Sequence[str] | None = None) -> dict:
     """Every suite × method × seed; writes ``results.json``, ``report.txt``, ``compare.png``; the jobs
-    run on the local process pool or as Ray tasks (``executor``). ``only``: the methods to run (default:
-    every one of :func:`methods`; ``countermem`` always runs, since it produces the ``none`` row)."""
+    run on the local process pool or as Ray tasks (``executor``). ``only``: the methods to run (default: the
+    three papers' methods, as before; any registered memory system of :func:`methods` joins by name;
+    ``countermem`` always runs, since it produces the ``none`` row)."""
     from cfjax.config import save_toml
     from cfjax.domains import build_suite
     from cfjax.experiments.countermem import BackboneSpec
@@ -436,7 +437,8 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
         roots[s] = out / "suites" / s
         build_suite(s, roots[s])
     ms = methods()
-    chosen = list(ms) if only is None else ["countermem"] + [m for m in only if m != "countermem"]
+    chosen = ([m for m in ms if m in METHODS] if only is None
+              else ["countermem"] + [m for m in only if m != "countermem"])
     bad = [m for m in chosen if m not in ms]
     if bad:
         raise ValueError(f"unknown compare method(s) {bad}; choose from {', '.join(ms)}")

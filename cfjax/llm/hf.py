@@ -52,7 +52,8 @@ imports without it, so a run's recipe can be built and pickled anywhere.
 
 Example:
     >>> backbone = HFBackbone(HFConfig("/models/Qwen2.5-0.5B-Instruct", max_new_tokens=256))  # doctest: +SKIP
-    >>> backbone.draft_action(DraftRequest(task)).action  # doctest: +SKIP
+    >>> from cfjax.llm.calls import DRAFT_ACTION  # doctest: +SKIP
+    >>> backbone.call(DRAFT_ACTION, DraftRequest(task)).action  # doctest: +SKIP
     >>> backbone.stats()["mean_batch"]  # doctest: +SKIP
     >>> backbone.close()  # doctest: +SKIP
 """

@@ -44,7 +44,8 @@ Example:
     >>> cfg = OpenAIConfig(base_url="http://127.0.0.1:8000/v1", model="qwen",  # doctest: +SKIP
     ...                    cache_path="runs/llm_cache.sqlite")
     >>> backbone = OpenAIBackbone(cfg)  # doctest: +SKIP
-    >>> backbone.draft_action(DraftRequest(task))  # doctest: +SKIP
+    >>> from cfjax.llm.calls import DRAFT_ACTION  # doctest: +SKIP
+    >>> backbone.call(DRAFT_ACTION, DraftRequest(task))  # doctest: +SKIP
     >>> backbone.stats().as_dict()  # doctest: +SKIP
 """
 
@@ -257,7 +258,7 @@ class CallStats:
     ``calls == cached + ok + failed_calls`` once every call has returned.
 
     Attributes:
-      calls: backbone calls (each ``draft_action``, ``judge_candidates``, ... is one).
+      calls: backbone calls (each ``call(kind, req)`` of any kind — DRAFT_ACTION, BEST_OF_N_JUDGE, ... — is one).
       sent: HTTP attempts sent to the server (first tries and retries).
       cached: calls answered from the response cache (no request sent).
       ok: calls answered by the server with a usable reply.

@@ -21,8 +21,10 @@ from cfjax.antipersist.protocol import (ROWS, APConfig, make_selector, new_state
 from cfjax.config import load_toml, save_toml
 from cfjax.experiments.antipersist import run_all
 from cfjax.llm import prompts
+from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedBackbone, ScriptedConfig
 from cfjax.types import DraftRequest, answer_key_guard
+from cfjax.registry import DOMAINS
 
 CFG = dataclasses.replace(APConfig(), iterations=2, tasks_per_iteration=12, seeds=(42,), split_seeds=(12345,))
 TINY = dataclasses.replace(APConfig(), iterations=2, tasks_per_iteration=8, max_eval_tasks=10, seeds=(42,),
@@ -123,9 +125,11 @@ class RecordingBackbone:
     def __init__(self, inner):
         self.inner, self.name, self.requests = inner, "recording", []
 
-    def draft_action(self, req: DraftRequest):
+    def call(self, kind, req: DraftRequest):
+        if kind is not DRAFT_ACTION:
+            raise AssertionError(f"Anti-Persistence made a {kind.name} call of the backbone")
         self.requests.append(req)
-        return self.inner.draft_action(req)
+        return self.inner.call(DRAFT_ACTION, req)
 
     def __getattr__(self, name):
         raise AssertionError(f"Anti-Persistence called {name} on the backbone")
@@ -174,7 +178,7 @@ def test_a_rule_learned_on_one_database_carries_onto_another_with_its_columns(su
     world = suite.world()
     followed = 0
     for ep in range(12):
-        res = bb.draft_action(DraftRequest(shop, (), ep, memory=mem))
+        res = bb.call(DRAFT_ACTION, DraftRequest(shop, (), ep, memory=mem))
         if res.applied:
             followed += 1
             assert "customer_id" in res.action and "dept_id" not in res.action, res.action
@@ -268,7 +272,7 @@ def test_config_round_trips_through_toml(tmp_path):
 # --------------------------------------------------------------------------- every suite, the boundary
 
 
-@pytest.mark.parametrize("name", ["sql", "pybugs", "sat"])
+@pytest.mark.parametrize("name", DOMAINS.names())
 def test_every_suite_runs_without_reading_an_answer_key(name, tmp_path):
     """The whole protocol on each built-in suite, under the answer-key guard: agent-side code (the method,
     the scripted driver, the loop) never reads gold, family, variant or trap flags."""
@@ -287,7 +291,7 @@ def test_every_suite_runs_without_reading_an_answer_key(name, tmp_path):
     assert load_toml(APConfig, tmp_path / "config.toml") == TINY
     logged = (tmp_path / name / "split_12345" / "seed_42" / "anti_persistence.outcomes.jsonl").read_text().splitlines()
     types = {json.loads(ln)["task_type"] for ln in logged}
-    assert types and types <= {"sql", "python", "sat", "smt"}  # Task.domain, not a family
+    assert types and types <= set(DOMAINS.get(name).languages)  # Task.domain, not a family
 
 
 # --------------------------------------------------------------------------- an OpenAI-compatible server

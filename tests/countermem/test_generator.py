@@ -12,7 +12,9 @@ from cfjax.countermem.agent import reuse_label
 from cfjax.countermem.generator import expand_failure, propose_alternatives
 from cfjax.countermem.store import MemoryStore
 from cfjax.infra.ledger import Ledger
-from cfjax.llm.base import AlternativesRequest, DraftRequest
+from cfjax.countermem.calls import GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest
+from cfjax.llm.base import DraftRequest
+from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.types import Task
 from cfjax.domains.sql import edits as se
@@ -32,7 +34,7 @@ def failures(suite, world, backbone) -> list[tuple[Task, str, Outcome]]:
     """(task, failed draft, outcome), a spread over families, variants and databases."""
     out = []
     for t in suite.tasks[::3]:
-        d = backbone.draft_action(DraftRequest(t)).action
+        d = backbone.call(DRAFT_ACTION, DraftRequest(t)).action
         o = world.evaluate(t, d)
         if not o.solved and o.completed:
             out.append((t, d, o))
@@ -85,7 +87,7 @@ def test_propose_alternatives_contract(suite, backbone, failures, k):
         # backbone proposals first, then rule fill
         sources = [a.source for a in alts]
         assert sources == sorted(sources, key=lambda s: s != "backbone")
-        bb_res = backbone.generate_local_alternatives(AlternativesRequest(
+        bb_res = backbone.call(GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest(
             t, (), d, o.feedback, [u.text for u in se.units(d)], k, 0))
         expected_bb = []
         for i, x in bb_res.edits:

@@ -14,6 +14,7 @@ from cfjax.countermem.pipeline import construct
 from cfjax.countermem.store import MemoryStore
 from cfjax.countermem.table import build_table, load_table
 from cfjax.kernels.trainer import table_hash
+from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.types import Splits
 from cfjax.domains.sql import SQLSuite
@@ -67,7 +68,7 @@ def test_table_outcomes_match_the_world_model(setup):
     from cfjax.llm.base import DraftRequest
 
     task = splits.train[0]
-    draft = agent.backbone.draft_action(DraftRequest(task, (), 5_000_000)).action
+    draft = agent.backbone.call(DRAFT_ACTION, DraftRequest(task, (), 5_000_000)).action
     out = agent.world.evaluate(task, draft)
     root = int(t.train_roots[0])
     assert bool(t.solved[root, 0]) == out.solved

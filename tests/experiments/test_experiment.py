@@ -12,7 +12,7 @@ from cfjax.config import CounterMemConfig
 from cfjax.countermem import baselines as B
 from cfjax.countermem.agent import Decision, Episode
 from cfjax.experiments.countermem import (
-    ROWS,
+    row_names,
     BackboneSpec,
     UnitJob,
     expand_rows,
@@ -25,11 +25,13 @@ from cfjax.experiments.report import aggregate, draw_figures, format_report
 from cfjax.experiments.rows import _random_retriever, _shuffled_retriever
 from cfjax.countermem.store import MemoryStore
 from cfjax.infra.ledger import Ledger
+from cfjax.expel import EXPEL_INSIGHT, ExpeLMemory, InsightRequest
 from cfjax.llm import prompts
+from cfjax.llm.calls import BEST_OF_N_JUDGE, DRAFT_ACTION
 from cfjax.domains.sql.edits import SQLEdits
 from cfjax.infra.cache import CachedWorld
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
-from cfjax.types import Attempt, Completion, InsightRequest, JudgeRequest, Outcome, Task, Usage
+from cfjax.types import Attempt, Completion, JudgeRequest, Outcome, Task, Usage
 from tests.llm_server import FakeLLMServer, canned_sql
 
 SQL_EDITS = SQLEdits()
@@ -92,7 +94,7 @@ def test_row_metrics_refuse_unpaired_runs():
 
 
 def test_expand_rows():
-    assert expand_rows(["all"]) == ROWS
+    assert expand_rows(["all"]) == row_names()
     assert expand_rows(["best_of_n"]) == ("none", "best_of_n", "cf_memory")
     with pytest.raises(ValueError, match="unknown row"):
         expand_rows(["bogus"])
@@ -130,14 +132,14 @@ def test_best_of_n_judge_parse_failure_falls_back_to_candidate_1_and_is_logged(s
     assert len(world.calls) == len(ep.decisions)
     from cfjax.llm.base import DraftRequest
 
-    first = bb.draft_action(DraftRequest(task, (), 7, sample=0)).action
+    first = bb.call(DRAFT_ACTION, DraftRequest(task, (), 7, sample=0)).action
     assert world.calls[0] == first
 
 
 def test_scripted_judge_prefers_the_most_common_candidate(suite):
     bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(p_judge_random=0.0))
     t = suite.tasks[0]
-    r = bb.judge_candidates(JudgeRequest(t, (), ("SELECT 1", "SELECT 2", "SELECT 2"), 0))
+    r = bb.call(BEST_OF_N_JUDGE, JudgeRequest(t, (), ("SELECT 1", "SELECT 2", "SELECT 2"), 0))
     assert r.parsed and r.choice == 1
     assert prompts.parse_choice("CHOICE: 9", 3) is None and prompts.parse_choice("x\nCHOICE: 2\n", 3) == 1
 
@@ -148,12 +150,12 @@ def test_expel_lessons_come_from_trajectories_and_are_unchecked(suite):
                 and suite.keys[t.task_id].variant == "base")
     gold = SQLEdits().normalize(suite.keys[t.task_id].gold)
     wrong = gold.replace(">=", ">")
-    fixed = bb.extract_insight(InsightRequest(t, (Attempt(wrong, "wrong", 0.5), Attempt(gold, "ok", 1.0)), True, 0))
+    fixed = bb.call(EXPEL_INSIGHT, InsightRequest(t, (Attempt(wrong, "wrong", 0.5), Attempt(gold, "ok", 1.0)), True, 0))
     assert "EDIT:" in fixed.lesson and ">=" in fixed.lesson
-    assert bb.extract_insight(InsightRequest(t, (Attempt(gold, "ok", 1.0),), True, 0)).lesson == ""
-    guess = bb.extract_insight(InsightRequest(t, (Attempt(wrong, "wrong", 0.5),), False, 0))
+    assert bb.call(EXPEL_INSIGHT, InsightRequest(t, (Attempt(gold, "ok", 1.0),), True, 0)).lesson == ""
+    guess = bb.call(EXPEL_INSIGHT, InsightRequest(t, (Attempt(wrong, "wrong", 0.5),), False, 0))
     assert guess.lesson.startswith("When") and "EDIT:" in guess.lesson
-    mem = B.ExpeLMemory()
+    mem = ExpeLMemory()
     mem.add("src", "q at least", fixed.lesson)
     assert mem.top1(t, t.question) is not None
     assert mem.top1(dataclasses.replace(t, task_id="src"), t.question) is None  # never its own source task
@@ -182,7 +184,7 @@ def test_cf_without_wm_stores_unchecked_advice_without_evaluator_calls(suite):
                 and suite.keys[t.task_id].variant == "base")
     from cfjax.llm.base import DraftRequest
 
-    draft = bb.draft_action(DraftRequest(task)).action
+    draft = bb.call(DRAFT_ACTION, DraftRequest(task)).action
     out = suite.world().evaluate(task, draft)
     store = MemoryStore(SMALL.store, SMALL.retrieval, edits=SQL_EDITS)
     import random
@@ -234,7 +236,7 @@ def test_unit_all_rows_then_report(suite, tmp_path):
     sp = quick_splits(suite.splits(seed=SMALL.split_seed, n_val=SMALL.n_val), 12)
     bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=0))
     res = run_unit(suite, 0, SMALL, backbone=bb, rows=["all"], splits=sp, out_dir=tmp_path / "u")
-    assert set(res["rows"]) == set(ROWS) - {"retention", "accumulation"}
+    assert set(res["rows"]) == set(row_names()) - {"retention", "accumulation"}
     for name, m in res["rows"].items():
         assert 0 <= m["success"] <= 100 and m["n_tasks"] == len(sp.eval), name
         assert set(m["by_condition"]) <= {"same_env", "new_env", "new_surface", "look_alike"}

@@ -15,6 +15,7 @@ import pytest
 
 from cfjax.llm.base import DraftRequest, TextBackbone, Usage
 from cfjax.llm.cache import SCHEMA_VERSION, ResponseCache, canonical_key
+from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.openai_client import OpenAIBackbone, OpenAIConfig
 from cfjax.types import Completion, Task
 
@@ -51,14 +52,14 @@ def test_rerun_with_the_cache_sends_no_request_and_keeps_the_usage(tmp_path):
     ts = tasks(6)
     with FakeLLMServer(echo) as srv:
         bb = OpenAIBackbone(cfg(srv, path))
-        first = [bb.draft_action(DraftRequest(t)) for t in ts]
+        first = [bb.call(DRAFT_ACTION, DraftRequest(t)) for t in ts]
         assert len(srv.chat_requests) == 6
         assert bb.cache is not None and bb.cache.stats().as_dict() == \
             {"hits": 0, "misses": 6, "stores": 6, "corrupt": 0, "errors": 0, "hit_rate": 0.0}
         bb.close()
         srv.responder = lambda p: "the server must not be asked"  # a rerun against the same server
         bb2 = OpenAIBackbone(cfg(srv, path))
-        again = [bb2.draft_action(DraftRequest(t)) for t in ts]
+        again = [bb2.call(DRAFT_ACTION, DraftRequest(t)) for t in ts]
         assert len(srv.chat_requests) == 6
     assert again == first  # same text, same action, same usage (the method's cost is unchanged)
     st = bb2.stats()
@@ -66,12 +67,12 @@ def test_rerun_with_the_cache_sends_no_request_and_keeps_the_usage(tmp_path):
     assert bb2.cache.stats().hit_rate == 1.0 and len(bb2.cache) == 6
     with FakeLLMServer(echo) as other:  # another server (URL) is another key, whatever the model is called
         bb4 = OpenAIBackbone(cfg(other, path))
-        bb4.draft_action(DraftRequest(ts[0]))
+        bb4.call(DRAFT_ACTION, DraftRequest(ts[0]))
         assert len(other.chat_requests) == 1
         bb4.close()
     with FakeLLMServer(echo) as srv:  # another seed is another key
         bb3 = OpenAIBackbone(cfg(srv, path, seed=4))
-        bb3.draft_action(DraftRequest(ts[0]))
+        bb3.call(DRAFT_ACTION, DraftRequest(ts[0]))
         assert len(srv.chat_requests) == 1
 
 
@@ -89,12 +90,12 @@ def test_sampling_is_not_cached_unless_forced(tmp_path):
         # Best-of-N: sample k of one prompt is its own draw (own seed on the wire, own cache entry)
         t = tasks(1)[0]
         for sample in (0, 1, 1, 2):
-            forced.draft_action(DraftRequest(t, sample=sample))
+            forced.call(DRAFT_ACTION, DraftRequest(t, sample=sample))
         seeds = [r.body["seed"] for r in srv.chat_requests[3:]]
         assert len(seeds) == 3 and seeds[0] == 3 and len(set(seeds)) == 3 and forced.stats().cached == 2
         greedy = OpenAIBackbone(cfg(srv, path))  # at temperature 0 every sample is the same reply: one entry
-        greedy.draft_action(DraftRequest(t, sample=0))
-        greedy.draft_action(DraftRequest(t, sample=5))
+        greedy.call(DRAFT_ACTION, DraftRequest(t, sample=0))
+        greedy.call(DRAFT_ACTION, DraftRequest(t, sample=5))
         assert len(srv.chat_requests) == 7 and greedy.stats().cached == 1
 
 

@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cfjax.llm import prompts  # noqa: E402
+from cfjax.llm.calls import DRAFT_ACTION  # noqa: E402
 from cfjax.llm.hf import HFBackbone, HFConfig, HFModelError, request_seed  # noqa: E402
 from cfjax.llm.sanitize import clean_text  # noqa: E402
 from cfjax.llm.tokens import hf_token_counter  # noqa: E402
@@ -86,7 +87,7 @@ def test_the_model_loads_from_a_save_pretrained_directory_and_counts_tokens_exac
     counter = hf_token_counter(backbone.config.path)
     assert counter.chat_prompt(p) == len(ids) and counter(p) == len(tok(p, add_special_tokens=False)["input_ids"])
     # the draft goes through the shared renderer and parser
-    d = backbone.draft_action(DraftRequest(Task("t", "q", "hr", "", {"question": "q"})))
+    d = backbone.call(DRAFT_ACTION, DraftRequest(Task("t", "q", "hr", "", {"question": "q"})))
     assert d.raw and d.usage.completion_tokens == NEW
 
 
@@ -120,7 +121,7 @@ def test_a_tokenizer_without_chat_template_gets_the_raw_prompt_and_says_so(tmp_p
 
 def test_a_too_long_prompt_is_a_failed_call_not_an_exception(tiny_model):
     with HFBackbone(HFConfig(str(tiny_model), max_new_tokens=NEW, torch_threads=1, max_prompt_tokens=20)) as b:
-        r = b.draft_action(DraftRequest(Task("t", "q", "hr", "", {"question": "q"})))
+        r = b.call(DRAFT_ACTION, DraftRequest(Task("t", "q", "hr", "", {"question": "q"})))
         assert r.usage.failed == 1 and r.usage.total == 0 and r.raw == ""
         s = b.stats()
         assert s["too_long"] == s["failed_calls"] == s["calls"] == 1 and s["batches"] == s["ok"] == 0
@@ -270,7 +271,7 @@ def test_the_response_cache_serves_a_repeated_greedy_prompt(tiny_model, tmp_path
     req = DraftRequest(Task("t", "q", "hr", "", {"question": "q"}))
     with HFBackbone(HFConfig(str(tiny_model), max_new_tokens=NEW, torch_threads=1)) as b:
         b.cache = ResponseCache(tmp_path / "responses.sqlite")
-        first, second = b.draft_action(req), b.draft_action(req)
+        first, second = b.call(DRAFT_ACTION, req), b.call(DRAFT_ACTION, req)
         assert b.stats()["calls"] == 1  # the second reply came from the cache
         assert second == first and second.usage.prompt_tokens > 0  # with the original, exact usage
 

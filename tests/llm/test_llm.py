@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
+import re
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from cfjax.countermem.calls import (
+    DISTIL_RECORD,
+    GENERATE_LOCAL_ALTERNATIVES,
+    AlternativesRequest,
+    DistilRequest,
+    parse_distil,
+    parse_edits,
+    render_alternatives,
+    render_distil,
+)
 from cfjax.llm import prompts
 from cfjax.llm.base import (
-    AlternativesRequest,
     Attempt,
     Backbone,
-    DistilRequest,
     DraftRequest,
     ReviseRequest,
     Usage,
 )
+from cfjax.llm.calls import DRAFT_ACTION, REVISE_WITH_RECORD
 from cfjax.llm.openai_client import LLMError, OpenAIBackbone, OpenAIConfig
 from cfjax.types import MemoryText, Task
 
@@ -76,18 +87,18 @@ def test_render_alternatives_truncates_fields_and_lists_units():
         units=["SELECT dept", "FROM emp", "GROUP BY dept", "HAVING COUNT(*) > 2"],
         k=3,
     )
-    p = prompts.render_alternatives(req)
+    p = render_alternatives(req)
     assert "[3] HAVING COUNT(*) > 2" in p and "at most 3 local edits" in p
     assert "S" * (prompts.LIMITS["action"] + 1) not in p and "S" * (prompts.LIMITS["action"] - 20) in p
     assert "F" * (prompts.LIMITS["feedback"] + 1) not in p and "F" * (prompts.LIMITS["feedback"] - 20) in p
-    big_units = prompts.render_alternatives(
+    big_units = render_alternatives(
         AlternativesRequest(make_task(), (), "SELECT 1", "err", units=["U" * 3000] * 5)
     )
     assert "[1] " in big_units and "[4] " not in big_units  # units block cut to LIMITS["units"]
 
 
 def test_render_distil_and_revise_truncate():
-    d = prompts.render_distil(
+    d = render_distil(
         DistilRequest(make_task(), "O" * 9000, "I" * 9000, "HAVING COUNT(*) > 2", "HAVING COUNT(*) >= 2", "E" * 9000)
     )
     assert "HAVING COUNT(*) > 2 -> HAVING COUNT(*) >= 2" in d and "CONDITION:" in d
@@ -127,30 +138,30 @@ def test_parse_edits_valid_range_duplicates_and_k():
             "EDIT: REPLACE [1] WITH FROM staff",
         ]
     )
-    assert prompts.parse_edits(text, n_units=4, k=10) == [
+    assert parse_edits(text, n_units=4, k=10) == [
         (0, "SELECT name"),
         (2, "HAVING COUNT(*) >= 2"),
         (3, "ORDER BY 1"),
         (1, "FROM staff"),
     ]
-    assert prompts.parse_edits(text, n_units=4, k=2) == [(0, "SELECT name"), (2, "HAVING COUNT(*) >= 2")]
-    assert prompts.parse_edits(text, n_units=4, k=0) == []
-    assert prompts.parse_edits(text, n_units=0, k=4) == []
-    assert prompts.parse_edits("SELECT a FROM b", n_units=3, k=4) == []
+    assert parse_edits(text, n_units=4, k=2) == [(0, "SELECT name"), (2, "HAVING COUNT(*) >= 2")]
+    assert parse_edits(text, n_units=4, k=0) == []
+    assert parse_edits(text, n_units=0, k=4) == []
+    assert parse_edits("SELECT a FROM b", n_units=3, k=4) == []
 
 
 def test_parse_distil_lines_missing_and_none():
-    assert prompts.parse_distil('SITUATION: counted strictly\nCONDITION: question contains "at least"') == (
+    assert parse_distil('SITUATION: counted strictly\nCONDITION: question contains "at least"') == (
         "counted strictly",
         'question contains "at least"',
     )
-    assert prompts.parse_distil("blah\n  SITUATION:  x  \n CONDITION:   none  \n") == ("x", "none")
-    assert prompts.parse_distil("SITUATION: only a situation") == ("only a situation", "")
-    assert prompts.parse_distil("CONDITION: none") == ("", "none")
-    assert prompts.parse_distil("nothing") == ("", "")
+    assert parse_distil("blah\n  SITUATION:  x  \n CONDITION:   none  \n") == ("x", "none")
+    assert parse_distil("SITUATION: only a situation") == ("only a situation", "")
+    assert parse_distil("CONDITION: none") == ("", "none")
+    assert parse_distil("nothing") == ("", "")
     # an empty line value never borrows the next line
-    assert prompts.parse_distil("SITUATION:\nCONDITION: none") == ("", "none")
-    assert prompts.parse_distil("SITUATION: s\nCONDITION:\nmore text") == ("s", "")
+    assert parse_distil("SITUATION:\nCONDITION: none") == ("", "none")
+    assert parse_distil("SITUATION: s\nCONDITION:\nmore text") == ("s", "")
 
 
 # --------------------------------------------------------------------------- prompts: records
@@ -248,10 +259,10 @@ def test_client_all_four_calls_with_server_usage():
     with FakeLLMServer(contract_responder) as srv:
         bb = OpenAIBackbone(fast_config(srv, api_key="sk-test", seed=7, max_tokens=256, temperature=0.3))
         assert isinstance(bb, Backbone) and bb.name == "openai:test-model"
-        draft = bb.draft_action(dreq)
-        alts = bb.generate_local_alternatives(areq)
-        dist = bb.distil_record(sreq)
-        rev = bb.revise_with_record(rreq)
+        draft = bb.call(DRAFT_ACTION, dreq)
+        alts = bb.call(GENERATE_LOCAL_ALTERNATIVES, areq)
+        dist = bb.call(DISTIL_RECORD, sreq)
+        rev = bb.call(REVISE_WITH_RECORD, rreq)
         reqs = list(srv.requests)
 
     assert draft.action == "SELECT dept FROM emp GROUP BY dept HAVING COUNT(*) > 2" and draft.raw == DRAFT_REPLY
@@ -261,8 +272,8 @@ def test_client_all_four_calls_with_server_usage():
 
     rendered = [
         prompts.render_draft(dreq),
-        prompts.render_alternatives(areq),
-        prompts.render_distil(sreq),
+        render_alternatives(areq),
+        render_distil(sreq),
         prompts.render_revise(rreq),
     ]
     assert [r.prompt for r in reqs] == rendered  # exactly the shared templates
@@ -280,11 +291,78 @@ def test_client_all_four_calls_with_server_usage():
     assert st.usage == draft.usage + alts.usage + dist.usage + rev.usage
 
 
+@dataclasses.dataclass(frozen=True)
+class _EchoRequest:
+    task: Task
+    word: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _EchoResult:
+    word: str
+    usage: Usage
+    raw: str = ""
+
+
+def _render_echo(req: _EchoRequest) -> str:
+    return f"### Task\n{req.task.question}\n\n### Echo\nRepeat the word {req.word!r}.\nECHO: <word>"
+
+
+def _parse_echo(text: str, req: _EchoRequest, usage: Usage) -> _EchoResult:
+    m = re.search(r"^ECHO:[ \t]*(\S+)[ \t]*$", text, re.M)
+    return _EchoResult(m.group(1) if m else "", usage, text)
+
+
+def test_a_call_kind_registered_by_a_test_is_served_by_every_backbone(suite):
+    """A new memory system's call needs one CallKind (template, parser, scripted handler) and no edit
+    to any backbone class: the scripted simulator and the OpenAI client both serve it through
+    ``call(kind, req)``, and the call's usage is in its result, charged to a ledger once."""
+    from cfjax.infra.ledger import Ledger
+    from cfjax.llm.scripted import ScriptedBackbone
+    from cfjax.registry import CALLS, UnknownPluginError
+    from cfjax.types import CallKind
+
+    name = "TEST_ECHO_WORD"
+    kind = CALLS.register(name, CallKind(name, _render_echo, _parse_echo,
+                                         lambda sim, req: f"ECHO: {req.word}-{sim.rng('echo', req.word).randrange(10)}",
+                                         "a throwaway call kind of the test suite"))
+    try:
+        assert CALLS.get(name) is kind
+        req = _EchoRequest(make_task(), "hello")
+        prompt = _render_echo(req)
+
+        sim = ScriptedBackbone(suite.scripted_domain())
+        res = sim.call(kind, req)
+        assert isinstance(res, _EchoResult) and res.word.startswith("hello-") and res.raw == f"ECHO: {res.word}"
+        assert res.word == sim.call(kind, req).word  # seeded: the same request, the same reply
+        assert res.usage == Usage(prompts.count_tokens(prompt), prompts.count_tokens(res.raw))
+
+        with FakeLLMServer(lambda p: "sure.\nECHO: world" if "### Echo" in p else "unknown template") as srv:
+            bb = OpenAIBackbone(fast_config(srv))
+            got = bb.call(kind, req)
+            (r,) = srv.requests
+        assert r.prompt == prompt  # exactly the kind's template
+        assert isinstance(got, _EchoResult) and got.word == "world" and got.raw == "sure.\nECHO: world"
+        u = server_usage(prompt, got.raw)
+        assert got.usage == Usage(u["prompt_tokens"], u["completion_tokens"])
+        assert bb.stats().calls == 1 and bb.stats().usage == got.usage
+
+        led = Ledger("test")
+        for result in (res, got):
+            led.llm(req.task.task_id, result.usage)
+        assert led.total.llm_calls == 2 and led.total.tokens == res.usage.total + got.usage.total
+    finally:
+        CALLS.unregister(name)
+    assert name not in CALLS
+    with pytest.raises(UnknownPluginError, match=name):  # unregistered: no backbone serves it any more
+        ScriptedBackbone(suite.scripted_domain())._complete(name, "p", None)
+
+
 def test_client_estimates_usage_without_server_usage_and_omits_optional_fields():
     with FakeLLMServer(contract_responder, report_usage=False) as srv:
         bb = OpenAIBackbone(fast_config(srv))
         req = DraftRequest(make_task())
-        res = bb.draft_action(req)
+        res = bb.call(DRAFT_ACTION, req)
         (r,) = srv.requests
     assert res.usage == Usage(prompts.count_tokens(prompts.render_draft(req)), prompts.count_tokens(DRAFT_REPLY))
     assert "authorization" not in r.headers and "seed" not in r.body
@@ -294,7 +372,7 @@ def test_client_estimates_usage_without_server_usage_and_omits_optional_fields()
 def test_client_retries_transient_failures(status):
     with FakeLLMServer(contract_responder, fail_first=2, fail_status=status) as srv:
         bb = OpenAIBackbone(fast_config(srv, max_retries=3))
-        res = bb.draft_action(DraftRequest(make_task()))
+        res = bb.call(DRAFT_ACTION, DraftRequest(make_task()))
         statuses = [r.status for r in srv.requests]
     assert res.action.startswith("SELECT dept")
     assert statuses == [status, status, 200]
@@ -308,7 +386,7 @@ def test_client_gives_up_after_bounded_retries_with_a_failed_call():
     req = DraftRequest(make_task())
     with FakeLLMServer(contract_responder, fail_first=100, fail_status=502) as srv:
         bb = OpenAIBackbone(fast_config(srv, max_retries=2, backoff_s=0.5), sleep=slept.append)
-        res = bb.draft_action(req)  # never raises for a server fault
+        res = bb.call(DRAFT_ACTION, req)  # never raises for a server fault
         assert len(srv.requests) == 3
     assert res.action == "" and res.raw == ""
     assert res.usage == Usage(prompts.count_tokens(prompts.render_draft(req)), 0, failed=1)
@@ -321,7 +399,7 @@ def test_client_400_raises_without_retry():
     with FakeLLMServer(contract_responder, fail_first=1, fail_status=400) as srv:
         bb = OpenAIBackbone(fast_config(srv, max_retries=3))
         with pytest.raises(LLMError, match="HTTP 400.*injected failure 400") as ei:
-            bb.draft_action(DraftRequest(make_task()))
+            bb.call(DRAFT_ACTION, DraftRequest(make_task()))
         assert len(srv.requests) == 1
     assert ei.value.status == 400
     assert (bb.stats().sent, bb.stats().retries) == (1, 0)
@@ -346,7 +424,7 @@ def test_client_malformed_reply_is_retried_then_a_failed_call(reply, kind):
     req = ReviseRequest(make_task(), (), "SELECT 1", MemoryText("record", "record"))
     with FakeLLMServer(lambda prompt: reply) as srv:
         bb = OpenAIBackbone(fast_config(srv, max_retries=1))
-        res = bb.revise_with_record(req)
+        res = bb.call(REVISE_WITH_RECORD, req)
         assert len(srv.requests) == 2
     assert res.action == req.draft and res.usage.failed == 1  # the parser's default for an empty reply
     st = bb.stats()
@@ -358,10 +436,10 @@ def test_client_reply_without_contract():
     _, areq, sreq, rreq = all_requests(task)
     with FakeLLMServer(lambda prompt: "I am not sure what you mean.") as srv:
         bb = OpenAIBackbone(fast_config(srv))
-        assert bb.revise_with_record(rreq).action == rreq.draft
-        assert bb.generate_local_alternatives(areq).edits == ()
-        assert (bb.distil_record(sreq).situation, bb.distil_record(sreq).condition) == ("", "")
-        assert bb.draft_action(DraftRequest(task)).action == ""
+        assert bb.call(REVISE_WITH_RECORD, rreq).action == rreq.draft
+        assert bb.call(GENERATE_LOCAL_ALTERNATIVES, areq).edits == ()
+        assert (bb.call(DISTIL_RECORD, sreq).situation, bb.call(DISTIL_RECORD, sreq).condition) == ("", "")
+        assert bb.call(DRAFT_ACTION, DraftRequest(task)).action == ""
 
 
 def test_client_connection_refused_and_timeout():
@@ -369,14 +447,14 @@ def test_client_connection_refused_and_timeout():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     bb = OpenAIBackbone(OpenAIConfig(f"http://127.0.0.1:{port}/v1", "m", max_retries=1, backoff_s=0.001, timeout_s=2))
-    assert bb.draft_action(DraftRequest(make_task())).usage.failed == 1
+    assert bb.call(DRAFT_ACTION, DraftRequest(make_task())).usage.failed == 1
     st = bb.stats()
     assert (st.faults["reset"], st.retries, st.failed_calls) == (2, 1, 1)
 
     with FakeLLMServer(contract_responder, delay_s=0.4) as srv:
         bb = OpenAIBackbone(fast_config(srv, timeout_s=0.1, max_retries=1))
         t0 = time.monotonic()
-        assert bb.draft_action(DraftRequest(make_task())).usage.failed == 1
+        assert bb.call(DRAFT_ACTION, DraftRequest(make_task())).usage.failed == 1
         assert time.monotonic() - t0 < 2.0
     assert (bb.stats().faults["timeout"], bb.stats().failed_calls) == (2, 1)
 
@@ -390,7 +468,7 @@ def test_client_is_thread_safe():
     with FakeLLMServer(echo) as srv:
         bb = OpenAIBackbone(fast_config(srv))
         with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(lambda t: bb.draft_action(DraftRequest(t)), tasks))
+            results = list(pool.map(lambda t: bb.call(DRAFT_ACTION, DraftRequest(t)), tasks))
         assert len(srv.requests) == 24
     assert [r.action for r in results] == [f"SELECT '{t.question}'" for t in tasks]
     assert bb.stats().calls == 24 and bb.stats().failed_calls == 0

@@ -14,6 +14,7 @@ import pytest
 
 from cfjax.llm import prompts
 from cfjax.llm.base import DraftRequest, Usage
+from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.openai_client import FAULT_KINDS, LLMError, OpenAIBackbone, OpenAIConfig, _retry_after
 from cfjax.llm.sanitize import REPLACEMENT, sanitize_reply
 from cfjax.types import Task
@@ -154,7 +155,7 @@ def test_surrogate_and_control_characters_are_sanitised_and_counted():
     dirty = "ACTION:\r\n```sql\r\nSELECT\x00 1\x07\x1b\u0085\n```\tdone\x7f"
     with FakeLLMServer(lambda p: REPLY if p == "clean please" else dirty) as srv:
         bb = OpenAIBackbone(cfg(srv))
-        res = bb.draft_action(DraftRequest(task()))
+        res = bb.call(DRAFT_ACTION, DraftRequest(task()))
         bb._complete("X", "clean please", None)
     assert res.raw == "ACTION:\n```sql\nSELECT 1\n```\tdone" and res.action == "SELECT 1"
     assert (bb.stats().sanitised, bb.stats().ok) == (1, 2)
@@ -183,7 +184,7 @@ def test_a_1mb_reply_is_truncated_and_counted():
 def test_a_fault_on_every_attempt_ends_as_a_counted_failed_call(kind):
     with FakeLLMServer(reply, faults=FaultPlan(rate=1.0, kinds=(kind,))) as srv:
         bb = OpenAIBackbone(cfg(srv, max_retries=2))
-        res = bb.draft_action(DraftRequest(task()))
+        res = bb.call(DRAFT_ACTION, DraftRequest(task()))
         assert len(srv.chat_requests) == 3
     assert res.action == "" and res.usage.failed == 1 and res.usage.completion_tokens == 0
     st = bb.stats()
@@ -200,7 +201,7 @@ def test_non_retryable_4xx_raise_at_once(status, hint):
     with FakeLLMServer(reply, fail_first=5, fail_status=status) as srv:
         bb = OpenAIBackbone(cfg(srv, max_retries=5))
         with pytest.raises(LLMError, match=hint) as ei:
-            bb.draft_action(DraftRequest(task()))
+            bb.call(DRAFT_ACTION, DraftRequest(task()))
         assert len(srv.chat_requests) == 1
     assert ei.value.status == status and "injected failure" in str(ei.value)
 

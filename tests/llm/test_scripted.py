@@ -7,13 +7,17 @@ from collections import Counter
 
 import pytest
 
+from cfjax.countermem.calls import (DISTIL_RECORD, GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest, DistilRequest,
+                                   render_distil)
 from cfjax.countermem.conditions import parse_condition
 from cfjax.countermem.store import Record
 from cfjax.llm import prompts
-from cfjax.llm.base import AlternativesRequest, Attempt, DistilRequest, DraftRequest, ReviseRequest
+from cfjax.llm.base import Attempt, DraftRequest, ReviseRequest
+from cfjax.llm.calls import DRAFT_ACTION, REVISE_WITH_RECORD
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.domains.sql import edits as se
 from cfjax.types import MemoryText
+from cfjax.registry import DOMAINS
 
 EDIT_LINE = re.compile(r"EDIT: REPLACE \[(\d+)\] WITH (\S.*)")
 EXTRA_ERROR_FAMILIES = {"having"}  # families with a second error mode (FK join slip)
@@ -46,7 +50,7 @@ def slipped(suite) -> list[tuple]:
     b = bb(suite, p_error=1.0, p_error_look_alike=1.0, p_noise=0.0)
     out = []
     for t in suite.tasks:
-        d = b.draft_action(DraftRequest(t)).action
+        d = b.call(DRAFT_ACTION, DraftRequest(t)).action
         g = gold(suite, t)
         diff = se.diff_units(d, g)
         if diff is not None:
@@ -62,22 +66,22 @@ def test_same_seed_same_draft_text_across_instances(suite):
     for t in suite.tasks:
         for ep in (0, 1):
             hist = (Attempt("SELECT 1", "wrong", 0.0),) if ep else ()
-            ra = a.draft_action(DraftRequest(t, hist, ep))
-            rb = b.draft_action(DraftRequest(t, hist, ep))
+            ra = a.call(DRAFT_ACTION, DraftRequest(t, hist, ep))
+            rb = b.call(DRAFT_ACTION, DraftRequest(t, hist, ep))
             assert ra.raw == rb.raw and ra.action == rb.action and ra.usage == rb.usage
 
 
 def test_different_seeds_differ_somewhere(suite):
     a, b = bb(suite, seed=0), bb(suite, seed=1)
-    diffs = sum(a.draft_action(DraftRequest(t)).action != b.draft_action(DraftRequest(t)).action for t in suite.tasks)
+    diffs = sum(a.call(DRAFT_ACTION, DraftRequest(t)).action != b.call(DRAFT_ACTION, DraftRequest(t)).action for t in suite.tasks)
     assert diffs > 10
 
 
 def test_episode_and_sample_change_the_randomness(suite):
     b = bb(suite)
-    base = [b.draft_action(DraftRequest(t)).action for t in suite.tasks]
-    ep1 = [b.draft_action(DraftRequest(t, (), 1)).action for t in suite.tasks]
-    s1 = [b.draft_action(DraftRequest(t, (), 0, 1)).action for t in suite.tasks]
+    base = [b.call(DRAFT_ACTION, DraftRequest(t)).action for t in suite.tasks]
+    ep1 = [b.call(DRAFT_ACTION, DraftRequest(t, (), 1)).action for t in suite.tasks]
+    s1 = [b.call(DRAFT_ACTION, DraftRequest(t, (), 0, 1)).action for t in suite.tasks]
     assert base != ep1 and base != s1
 
 
@@ -85,7 +89,7 @@ def test_no_error_no_noise_draft_is_normalised_gold(suite):
     b = bb(suite, p_error=0.0, p_error_look_alike=0.0, p_noise=0.0)
     for t in suite.tasks:
         for hist in ((), (Attempt("SELECT 1", "wrong", 0.0),)):
-            r = b.draft_action(DraftRequest(t, hist))
+            r = b.call(DRAFT_ACTION, DraftRequest(t, hist))
             assert r.action == gold(suite, t), t.task_id
             assert r.raw == prompts.format_action(r.action)
 
@@ -94,7 +98,7 @@ def test_draft_output_contract_and_token_accounting(suite):
     b = bb(suite)
     t = suite.tasks[0]
     req = DraftRequest(t)
-    r = b.draft_action(req)
+    r = b.call(DRAFT_ACTION, req)
     assert r.raw.startswith("ACTION:\n```sql\n") and r.raw.endswith("\n```")
     assert r.usage.prompt_tokens == prompts.count_tokens(prompts.render_draft(req))
     assert r.usage.completion_tokens == prompts.count_tokens(r.raw)
@@ -104,7 +108,7 @@ def test_forced_error_is_exactly_one_unit(suite):
     b = bb(suite, p_error=1.0, p_error_look_alike=1.0, p_noise=0.0)
     kinds = Counter()
     for t in suite.tasks:
-        d = b.draft_action(DraftRequest(t)).action
+        d = b.call(DRAFT_ACTION, DraftRequest(t)).action
         g = gold(suite, t)
         assert d != g, f"{t.task_id}: the characteristic slip did not fire"
         diff = se.diff_units(g, d)
@@ -128,14 +132,14 @@ def test_slip_direction_matches_documented_table(suite, family, variant, before,
     assert ts
     for t in ts:
         g = gold(suite, t)
-        _, ub, ua = se.diff_units(g, b.draft_action(DraftRequest(t)).action)
+        _, ub, ua = se.diff_units(g, b.call(DRAFT_ACTION, DraftRequest(t)).action)
         assert before in ub.text and after in ua.text and ub.text.replace(before, after, 1) == ua.text
 
 
 def test_look_alike_rate_is_separate(suite):
     b = bb(suite, p_error=1.0, p_error_look_alike=0.0, p_noise=0.0)
     for t in suite.tasks:
-        d = b.draft_action(DraftRequest(t)).action
+        d = b.call(DRAFT_ACTION, DraftRequest(t)).action
         assert (d == gold(suite, t)) == (var(suite, t) == "look_alike"), t.task_id
 
 
@@ -143,7 +147,7 @@ def test_retry_factor_zero_fixes_on_retry(suite):
     b = bb(suite, p_error=1.0, p_error_look_alike=1.0, p_noise=0.0, retry_factor=0.0)
     hist = (Attempt("SELECT 1", "wrong", 0.0),)
     for t in suite.tasks[:60]:
-        assert b.draft_action(DraftRequest(t, hist)).action == gold(suite, t)
+        assert b.call(DRAFT_ACTION, DraftRequest(t, hist)).action == gold(suite, t)
 
 
 def test_error_rate_is_close_to_p_error(suite):
@@ -152,7 +156,7 @@ def test_error_rate_is_close_to_p_error(suite):
     n = wrong = 0
     for ep in range(4):
         for t in ts:
-            wrong += b.draft_action(DraftRequest(t, (), ep)).action != gold(suite, t)
+            wrong += b.call(DRAFT_ACTION, DraftRequest(t, (), ep)).action != gold(suite, t)
             n += 1
     assert abs(wrong / n - 0.5) < 0.06, wrong / n
 
@@ -161,7 +165,7 @@ def test_noise_only_drafts_differ_by_one_unit(suite):
     b = bb(suite, p_error=0.0, p_error_look_alike=0.0, p_noise=1.0)
     changed = 0
     for t in suite.tasks:
-        d = b.draft_action(DraftRequest(t)).action
+        d = b.call(DRAFT_ACTION, DraftRequest(t)).action
         g = gold(suite, t)
         if d != g:
             changed += 1
@@ -188,7 +192,7 @@ def test_revise_applies_edit_ignoring_condition(suite):
     rec = _record("hired_year > 2010", "hired_year >= 2010", 'boundary = "inclusive" and bound_side = "lower"')
     assert not parse_condition(rec.condition).evaluate(t.attrs)  # the condition is false here ...
     for with_cond in (True, False):
-        out = b.revise_with_record(ReviseRequest(t, (), draft, record(rec.render(with_condition=with_cond)))).action
+        out = b.call(REVISE_WITH_RECORD, ReviseRequest(t, (), draft, record(rec.render(with_condition=with_cond)))).action
         assert out == draft.replace(" > ", " >= ")  # ... and the backbone applies the edit anyway
         assert se.diff_units(draft, out) is not None
 
@@ -199,11 +203,11 @@ def test_revise_returns_draft_when_nothing_matches(suite):
     draft = gold(suite, t).replace("<=", "<")
     for rec in [_record("a > 1", "a >= 1", "none"),  # no '>' unit in an upper-bound query
                 _record("LOWER(city) = 'x'", "city = 'x'", "none")]:
-        r = b.revise_with_record(ReviseRequest(t, (), draft, record(rec.render())))
+        r = b.call(REVISE_WITH_RECORD, ReviseRequest(t, (), draft, record(rec.render())))
         assert r.action == draft
-    r = b.revise_with_record(ReviseRequest(t, (), draft, record("a record text without an edit line")))
+    r = b.call(REVISE_WITH_RECORD, ReviseRequest(t, (), draft, record("a record text without an edit line")))
     assert r.action == draft
-    r = b.revise_with_record(ReviseRequest(t, (), "not sql (", record(_record("a > 1", "a >= 1", "none").render())))
+    r = b.call(REVISE_WITH_RECORD, ReviseRequest(t, (), "not sql (", record(_record("a > 1", "a >= 1", "none").render())))
     assert r.action == "not sql ("
 
 
@@ -211,7 +215,7 @@ def test_revise_ignores_record_with_probability_one(suite):
     b = bb(suite, p_ignore_record=1.0)
     t = next(t for t in suite.tasks if fam(suite, t) == "lower_bound" and var(suite, t) == "look_alike")
     draft = gold(suite, t)
-    r = b.revise_with_record(ReviseRequest(t, (), draft, record(_record("a > 1", "a >= 1", "none").render())))
+    r = b.call(REVISE_WITH_RECORD, ReviseRequest(t, (), draft, record(_record("a > 1", "a >= 1", "none").render())))
     assert r.action == draft
 
 
@@ -226,7 +230,7 @@ def test_revise_transfers_each_family_fix_to_other_tasks(suite, slipped):
     for family, items in by_family.items():
         t0, d0, g0, (_, ub, ua) = items[0]
         text = record(Record(t0.task_id, "s", d0, g0, ub.text, ua.text, "ev", "none", 0.0, 1.0).render())
-        fixed = sum(b.revise_with_record(ReviseRequest(t, (), d, text)).action == g for t, d, g, _ in items[1:])
+        fixed = sum(b.call(REVISE_WITH_RECORD, ReviseRequest(t, (), d, text)).action == g for t, d, g, _ in items[1:])
         assert fixed == len(items) - 1, family
 
 
@@ -238,7 +242,7 @@ def test_distil_condition_always_parses(suite, slipped):
     kinds = Counter()
     for t, d, g, (_, ub, ua) in slipped:
         for ep in range(3):
-            r = b.distil_record(DistilRequest(t, d, g, ub.text, ua.text, "evidence", ep))
+            r = b.call(DISTIL_RECORD, DistilRequest(t, d, g, ub.text, ua.text, "evidence", ep))
             cond = parse_condition(r.condition)
             kinds[type(cond).__name__] += 1
             assert r.situation and se.signature(ub.text) in r.situation
@@ -250,7 +254,7 @@ def test_distil_condition_always_parses(suite, slipped):
 def test_distil_semantic_condition_holds_on_source(suite, slipped):
     b = bb(suite, p_condition_semantic=1.0, p_condition_surface=0.0)
     for t, d, g, (_, ub, ua) in slipped:
-        r = b.distil_record(DistilRequest(t, d, g, ub.text, ua.text, "evidence"))
+        r = b.call(DISTIL_RECORD, DistilRequest(t, d, g, ub.text, ua.text, "evidence"))
         assert parse_condition(r.condition).evaluate(t.attrs), (t.task_id, r.condition)
 
 
@@ -263,7 +267,7 @@ def test_alternatives_in_edit_grammar_with_valid_unit_index(suite, slipped):
     for t, d, g, _ in slipped:
         us = se.units(d)
         req = AlternativesRequest(t, (), d, "feedback", [u.text for u in us], 4)
-        r = b.generate_local_alternatives(req)
+        r = b.call(GENERATE_LOCAL_ALTERNATIVES, req)
         lines = [ln for ln in r.raw.splitlines() if ln.strip()]
         assert len(lines) <= req.k
         for ln in lines:
@@ -284,16 +288,16 @@ def test_alternatives_fix_and_wrong_proposals(suite, slipped):
     for t, d, g, _ in slipped:
         us = [u.text for u in se.units(d)]
         req = AlternativesRequest(t, (), d, "feedback", us, 4)
-        got = [se.replace_unit(d, i, x) for i, x in fix.generate_local_alternatives(req).edits]
+        got = [se.replace_unit(d, i, x) for i, x in fix.call(GENERATE_LOCAL_ALTERNATIVES, req).edits]
         assert got and got[0] == g, t.task_id  # the true one-unit fix comes first
-        wrong = [se.replace_unit(d, i, x) for i, x in nofix.generate_local_alternatives(req).edits]
+        wrong = [se.replace_unit(d, i, x) for i, x in nofix.call(GENERATE_LOCAL_ALTERNATIVES, req).edits]
         assert g not in wrong, t.task_id  # a wrong proposal is never the fix
 
 
 def test_alternatives_unparsable_action(suite):
     b = bb(suite)
     t = suite.tasks[0]
-    r = b.generate_local_alternatives(AlternativesRequest(t, (), "SELEC (", "fb", ["SELEC ("], 4))
+    r = b.call(GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest(t, (), "SELEC (", "fb", ["SELEC ("], 4))
     assert r.edits == ()
 
 
@@ -302,13 +306,13 @@ def test_alternatives_fill_k_slots_with_distractors(suite, slipped):
     for t, d, g, _ in slipped:
         req = AlternativesRequest(t, (), d, "feedback", [u.text for u in se.units(d)], 4)
         n_pool = len([e for e in se.rule_edits(d, suite.envs()[t.env_id]) if se.replace_unit(d, *e) != g])
-        got = nofix.generate_local_alternatives(req).edits
+        got = nofix.call(GENERATE_LOCAL_ALTERNATIVES, req).edits
         assert len(got) >= min(4, n_pool), t.task_id  # first-order edits, then second-order ones
         assert len(got) <= 4 and len(set(got)) == len(got)
         assert all(se.normalize(se.replace_unit(d, i, x)) != se.normalize(g) for i, x in got), t.task_id
 
 
-@pytest.mark.parametrize("name", ["sql", "pybugs", "sat"])
+@pytest.mark.parametrize("name", DOMAINS.names())
 def test_distilled_conditions_use_only_vocabulary_the_prompt_shows(name, tmp_path_factory):
     """Issue 11: a written condition names only attributes (with values) listed in the DISTIL_RECORD
     prompt, and phrases that occur in the question shown there."""
@@ -319,15 +323,15 @@ def test_distilled_conditions_use_only_vocabulary_the_prompt_shows(name, tmp_pat
     b = ScriptedBackbone(s.scripted_domain(), ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
     checked = 0
     for t in s.tasks[::2]:
-        d = b.draft_action(DraftRequest(t)).action
+        d = b.call(DRAFT_ACTION, DraftRequest(t)).action
         g = s.edits.normalize(s.answer_key(t.task_id).gold)
         diff = s.edits.diff_units(d, g)
         if diff is None:
             continue
         req = DistilRequest(t, d, g, diff[1].text, diff[2].text, "evidence")
-        prompt = prompts.render_distil(req)
+        prompt = render_distil(req)
         shown = prompt.rsplit("Attributes a new task is described by", 1)[1]
-        cond = parse_condition(b.distil_record(req).condition)
+        cond = parse_condition(b.call(DISTIL_RECORD, req).condition)
         for k in cond.attributes() - {"question"}:
             assert f"  {k} = " in shown, (t.task_id, str(cond))
         stack = [cond]

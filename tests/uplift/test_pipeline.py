@@ -19,8 +19,9 @@ from cfjax.config import ScriptedConfig
 from cfjax.config.uplift import ProbingSection, TrainingSection, UpliftConfig
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.scripted import ScriptedBackbone
-from cfjax.types import MemoryResult, Usage
+from cfjax.types import Usage
 from cfjax.uplift import AgentExecutor, UpliftRun, TrainingRow, set_key, utility
+from cfjax.uplift.calls import REVISE_MEMORY, WRITE_MEMORY, MemoryResult
 from cfjax.uplift.probing import _dense_groups
 
 K = 5
@@ -44,13 +45,12 @@ class CountingWriterBackbone:
     def __init__(self, inner) -> None:
         self.inner, self.writes, self.revisions = inner, 0, 0
 
-    def write_memory(self, req):
-        self.writes += 1
-        return self.inner.write_memory(req)
-
-    def revise_memory(self, req):
-        self.revisions += 1
-        return self.inner.revise_memory(req)
+    def call(self, kind, req):
+        if kind is WRITE_MEMORY:
+            self.writes += 1
+        elif kind is REVISE_MEMORY:
+            self.revisions += 1
+        return self.inner.call(kind, req)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -66,11 +66,12 @@ class UselessWriter:
         self.calls += 1
         return MemoryResult(text, Usage(10, 10), text)
 
-    def write_memory(self, req):
-        return self._result(f"Note: read the question about {req.task.task_id} carefully.")
-
-    def revise_memory(self, req):
-        return self._result(f"Note (revision {req.revision}): read the question carefully.")
+    def call(self, kind, req):
+        if kind is WRITE_MEMORY:
+            return self._result(f"Note: read the question about {req.task.task_id} carefully.")
+        if kind is REVISE_MEMORY:
+            return self._result(f"Note (revision {req.revision}): read the question carefully.")
+        raise NotImplementedError(f"UselessWriter only writes and revises memories, not {kind.name}")
 
 
 def small_config() -> UpliftConfig:

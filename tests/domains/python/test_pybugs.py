@@ -12,7 +12,9 @@ import pytest
 
 from cfjax.countermem.conditions import parse_condition
 from cfjax.countermem.store import Record
-from cfjax.llm.base import AlternativesRequest, DistilRequest, DraftRequest, ReviseRequest
+from cfjax.countermem.calls import DISTIL_RECORD, GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest, DistilRequest
+from cfjax.llm.base import DraftRequest, ReviseRequest
+from cfjax.llm.calls import DRAFT_ACTION, REVISE_WITH_RECORD
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.domains.base import TRANSFER_CONDITIONS, transfer_condition
 from cfjax.domains.python import FAMILIES, LEXICON, SEMANTIC_KEYS, PyBugsSuite, PyScript, observe_attrs
@@ -351,12 +353,12 @@ def test_scripted_drafts_fail_on_traps_and_are_deterministic(suite, slip_outcome
     cfg = ScriptedConfig(p_error=1.0, p_noise=0.0)
     b1, b2 = ScriptedBackbone(suite.scripted_domain(), cfg), ScriptedBackbone(PyScript(suite.keys), cfg)
     for t in suite.tasks:
-        d1 = b1.draft_action(DraftRequest(t)).action
-        assert d1 == b2.draft_action(DraftRequest(t)).action
+        d1 = b1.call(DRAFT_ACTION, DraftRequest(t)).action
+        assert d1 == b2.call(DRAFT_ACTION, DraftRequest(t)).action
         if var(t) != "look_alike":
             assert d1 == _slip(t) and slip_outcomes[t.task_id].score < 1.0, t.task_id
     clean = ScriptedBackbone(PyScript(suite.keys), ScriptedConfig(p_error=0.0, p_error_look_alike=0.0, p_noise=0.0))
-    assert all(clean.draft_action(DraftRequest(t)).action == gold(t) for t in suite.tasks[:30])
+    assert all(clean.call(DRAFT_ACTION, DraftRequest(t)).action == gold(t) for t in suite.tasks[:30])
 
 
 def test_scripted_distil_alternatives_and_revise(suite):
@@ -369,19 +371,19 @@ def test_scripted_distil_alternatives_and_revise(suite):
         d, g = _slip(t), ED.normalize(gold(t))
         _, ub, ua = ED.diff_units(d, g)
         for ep in range(3):
-            r = b.distil_record(DistilRequest(t, d, g, ub.text, ua.text, "evidence", ep))
+            r = b.call(DISTIL_RECORD, DistilRequest(t, d, g, ub.text, ua.text, "evidence", ep))
             cond = parse_condition(r.condition)
             kinds[type(cond).__name__] += 1
             if type(cond).__name__ == "Compare" and "return_type" not in r.condition:
                 assert cond.evaluate(t.attrs), (r.condition, t.attrs)
-        alts = b.generate_local_alternatives(AlternativesRequest(t, (), d, "", [u.text for u in ED.units(d)]))
+        alts = b.call(GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest(t, (), d, "", [u.text for u in ED.units(d)]))
         assert any(ED.replace_unit(d, i, x) == g for i, x in alts.edits), t.task_id
         by_family.setdefault(fam(t), []).append((t, d, g, ub, ua))
     assert {"Compare", "Contains", "Universal"} <= set(kinds) or {"And", "Contains", "Universal"} <= set(kinds)
     for family, items in by_family.items():
         t0, d0, g0, ub, ua = items[0]
         text = MemoryText("record", Record(t0.task_id, "s", d0, g0, ub.text, ua.text, "ev", "none", 0.0, 1.0).render())
-        fixed = sum(b.revise_with_record(ReviseRequest(t, (), d, text)).action == g for t, d, g, _, _ in items[1:])
+        fixed = sum(b.call(REVISE_WITH_RECORD, ReviseRequest(t, (), d, text)).action == g for t, d, g, _, _ in items[1:])
         assert fixed == len(items) - 1, family
     dom = PyScript(suite.keys)
     assert dom.unit_kind_name("for n in range(a, b):") == "loop header"

@@ -343,12 +343,13 @@ def builtin_programs():
     """Every built-in task's gold plus each gold with its family's slip forced on."""
     from cfjax.domains.sat.suite import SATSuite
     from cfjax.llm.base import DraftRequest
+    from cfjax.llm.calls import DRAFT_ACTION
     from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 
     suite = SATSuite.build(tempfile.mkdtemp(prefix="cfjax-sat-bounds-"))
     bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
     progs = [(t, suite.answer_key(t.task_id).gold) for t in suite.tasks]
-    progs += [(t, bb.draft_action(DraftRequest(t)).action) for t in suite.tasks]
+    progs += [(t, bb.call(DRAFT_ACTION, DraftRequest(t)).action) for t in suite.tasks]
     return suite, progs
 
 

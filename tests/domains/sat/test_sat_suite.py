@@ -11,6 +11,7 @@ import pytest
 
 from cfjax.countermem.conditions import parse_condition
 from cfjax.llm.base import DraftRequest
+from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.domains import SUITES, open_suite
 from cfjax.domains.base import TRANSFER_CONDITIONS, transfer_condition
@@ -37,7 +38,7 @@ def trap_drafts(sat_suite) -> dict[str, str]:
     """Each task's draft with its family's characteristic slip forced on, no noise."""
     bb = ScriptedBackbone(sat_suite.scripted_domain(),
                           ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
-    return {t.task_id: bb.draft_action(DraftRequest(t)).action for t in sat_suite.tasks}
+    return {t.task_id: bb.call(DRAFT_ACTION, DraftRequest(t)).action for t in sat_suite.tasks}
 
 
 @pytest.fixture(scope="module")
@@ -193,17 +194,17 @@ def test_scripted_backbone_drafts_fail_on_traps_and_are_deterministic(sat_suite,
     for t in sat_suite.tasks:
         if variant_of(sat_suite, t) == "look_alike":
             continue
-        ra, rb = a.draft_action(DraftRequest(t)), b.draft_action(DraftRequest(t))
+        ra, rb = a.call(DRAFT_ACTION, DraftRequest(t)), b.call(DRAFT_ACTION, DraftRequest(t))
         assert ra.raw == rb.raw and ra.action == rb.action
         assert ra.action == trap_drafts[t.task_id]
     for t in sat_suite.tasks[::7]:
         if variant_of(sat_suite, t) != "look_alike":
-            assert sat_world.evaluate(t, a.draft_action(DraftRequest(t)).action).score < 1.0
+            assert sat_world.evaluate(t, a.call(DRAFT_ACTION, DraftRequest(t)).action).score < 1.0
     # with no errors at all the drafts are the golds
     clean = ScriptedBackbone(sat_suite.scripted_domain(), ScriptedConfig(p_error=0.0, p_error_look_alike=0.0,
                                                                        p_noise=0.0))
     for t in sat_suite.tasks[::9]:
-        assert clean.draft_action(DraftRequest(t)).action == gold(sat_suite, t)
+        assert clean.call(DRAFT_ACTION, DraftRequest(t)).action == gold(sat_suite, t)
 
 
 def test_scripted_domain_tables(sat_suite):
@@ -357,7 +358,9 @@ def test_scripted_backbone_round_trip_through_records(sat_suite, sat_world):
     import random
 
     from cfjax.llm import prompts
-    from cfjax.llm.base import AlternativesRequest, Attempt, DistilRequest, ReviseRequest
+    from cfjax.countermem.calls import DISTIL_RECORD, GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest, DistilRequest
+    from cfjax.llm.base import Attempt, ReviseRequest
+    from cfjax.llm.calls import REVISE_WITH_RECORD
 
     ed, dom = sat_suite.edits, sat_suite.scripted_domain()
     bb = ScriptedBackbone(dom, ScriptedConfig(p_ignore_record=0.0, p_propose_fix=1.0))
@@ -366,14 +369,14 @@ def test_scripted_backbone_round_trip_through_records(sat_suite, sat_world):
         src, tgt = base[0], next(t for t in base if t.env_id != base[0].env_id)
         s_draft = dom.slip(ERRORS[fam][0], gold(sat_suite, src), src, random.Random(0))
         o = sat_world.evaluate(src, s_draft)
-        alts = bb.generate_local_alternatives(AlternativesRequest(
+        alts = bb.call(GENERATE_LOCAL_ALTERNATIVES, AlternativesRequest(
             src, (Attempt(s_draft, o.feedback, o.score),), s_draft, o.feedback, [u.text for u in ed.units(s_draft)]))
         assert any(sat_world.evaluate(src, ed.replace_unit(s_draft, i, txt)).solved for i, txt in alts.edits), fam
         before, after = ed.units(s_draft)[0].text, ed.units(gold(sat_suite, src))[0].text
-        dist = bb.distil_record(DistilRequest(src, s_draft, gold(sat_suite, src), before, after, "score 0 → 1"))
+        dist = bb.call(DISTIL_RECORD, DistilRequest(src, s_draft, gold(sat_suite, src), before, after, "score 0 → 1"))
         parse_condition(dist.condition)
         record = prompts.render_record(dist.situation, before, after, s_draft, gold(sat_suite, src), "score 0 → 1",
                                        dist.condition)
         t_draft = dom.slip(ERRORS[fam][0], gold(sat_suite, tgt), tgt, random.Random(0))
-        rev = bb.revise_with_record(ReviseRequest(tgt, (), t_draft, MemoryText("record", record)))
+        rev = bb.call(REVISE_WITH_RECORD, ReviseRequest(tgt, (), t_draft, MemoryText("record", record)))
         assert sat_world.evaluate(tgt, rev.action).solved, (fam, rev.action)

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfjax.llm.base import DraftRequest
+from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.domains.sql import edits as se
 from cfjax.domains.sql.edits import EditError, Unit
@@ -19,7 +20,7 @@ def corpus(suite) -> list[tuple[str, str]]:
     out = set()
     for t in suite.tasks:
         out.add((se.normalize(suite.answer_key(t.task_id).gold), t.env_id))
-        out.add((bb.draft_action(DraftRequest(t)).action, t.env_id))
+        out.add((bb.call(DRAFT_ACTION, DraftRequest(t)).action, t.env_id))
     return sorted(out)
 
 

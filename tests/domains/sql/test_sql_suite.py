@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from cfjax.llm.base import DraftRequest
+from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 from cfjax.domains.sql import DATABASES, FAMILIES, SQLSuite, observe_attrs
 from cfjax.domains.sql.databases import build_database
@@ -24,7 +25,7 @@ VARIANTS = ("base", "look_alike", "new_surface")
 def trap_drafts(suite) -> dict[str, str]:
     """Each task's draft with its family's characteristic slip forced on, no noise."""
     bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(p_error=1.0, p_error_look_alike=1.0, p_noise=0.0))
-    return {t.task_id: bb.draft_action(DraftRequest(t)).action for t in suite.tasks}
+    return {t.task_id: bb.call(DRAFT_ACTION, DraftRequest(t)).action for t in suite.tasks}
 
 
 def by_group(suite, tasks=None):
