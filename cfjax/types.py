@@ -29,9 +29,8 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 __all__ = [
     "Task", "AnswerKey", "Splits", "SplitOverlapError", "check_disjoint", "AnswerKeyAccessError", "answer_key_guard", "Outcome", "Attempt", "Usage", "Unit", "EditError", "single_diff", "contains_phrase",
     "World", "EditModel", "Backbone", "Domain", "CallKind", "DomainInfo", "Language",
-    "MemoryText", "MEMORY_KINDS", "DraftRequest", "AlternativesRequest", "DistilRequest", "ReviseRequest", "JudgeRequest",
-    "InsightRequest", "Completion", "DraftResult", "AlternativesResult", "DistilResult", "ReviseResult",
-    "JudgeResult", "InsightResult", "WriteMemoryRequest", "ReviseMemoryRequest", "MemoryResult",
+    "MemoryText", "MEMORY_KINDS", "DraftRequest", "ReviseRequest", "JudgeRequest", "Completion", "DraftResult", "ReviseResult",
+    "JudgeResult",
 ]
 
 Req = TypeVar("Req")
