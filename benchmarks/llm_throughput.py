@@ -48,7 +48,7 @@ from benchmarks._bench import finish_meta, fmt_ratio, make_meta, setup_threads, 
 from benchmarks._meta import table, write_result  # noqa: E402
 
 SOURCES = ["benchmarks/_bench.py", "benchmarks/_meta.py", "cfjax/llm", "cfjax/infra/concurrency.py",
-           "cfjax/experiments/countermem.py", "cfjax/loop.py", "tests/llm_server.py"]
+           "cfjax/experiments/countermem/runner.py", "cfjax/loop.py", "tests/llm_server.py"]
 
 
 def run_once(suite, splits, cfg, rows, *, latency: float, inflight: int, faults=None, cache: str | None = None,
@@ -61,7 +61,7 @@ def run_once(suite, splits, cfg, rows, *, latency: float, inflight: int, faults=
 
     from llm_server import FakeLLMServer, canned_sql, inflight_profile
 
-    from cfjax.experiments.countermem import BackboneSpec, backbone_stats, run_unit
+    from cfjax.experiments.countermem.runner import BackboneSpec, backbone_stats, run_unit
     from cfjax.llm.openai_client import OpenAIConfig
 
     window: dict = {}
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     from cfjax.config import CounterMemConfig, quick
     from cfjax.config.presets import QUICK
     from cfjax.domains import build_suite
-    from cfjax.experiments.countermem import quick_splits
+    from cfjax.experiments.countermem.runner import quick_splits
 
     root = Path(tempfile.mkdtemp(prefix="cfjax-llm-bench-"))
     suite = build_suite("sql", root / "sql")

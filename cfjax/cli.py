@@ -48,7 +48,8 @@ unreadable path — prints one line ``cfjax: <message>`` on stderr and exits
 with status 2 (every :class:`cfjax.infra.io.UserError`, which
 :class:`cfjax.config.ConfigError` is, and ``FileNotFoundError``,
 ``IsADirectoryError``, ``NotADirectoryError``, ``PermissionError``,
-``FileExistsError``). Any
+``FileExistsError``), and a ``cfjax.plugins`` entry point that fails to load
+(:class:`cfjax.registry.PluginLoadError`, naming it). Any
 other exception is a bug or an environment failure: one line
 ``cfjax: internal error: <type>: <message> (run with --debug for the
 traceback)`` and status 1. Ctrl-C exits 130 with ``cfjax: interrupted``.
@@ -69,6 +70,7 @@ import os
 import sys
 
 from cfjax.infra.io import UserError
+from cfjax.registry import PluginLoadError
 
 __all__ = ["main", "build_parser", "UsageError"]
 
@@ -188,13 +190,34 @@ def _countermem_config(args: argparse.Namespace):
 
 
 def _backbone(args: argparse.Namespace):
-    from cfjax.experiments.countermem import backbone_spec
+    from cfjax.experiments.countermem.runner import backbone_spec
 
     cache = False if getattr(args, "no_cache", False) else getattr(args, "cache", None)
     return _checked(f"--backbone {args.backbone}", backbone_spec, args.backbone,
                     base_url=getattr(args, "base_url", None), model=getattr(args, "model", None),
                     max_inflight=getattr(args, "max_inflight", None), cache=cache,
                     tokenizer=getattr(args, "tokenizer", None), cache_force=getattr(args, "cache_force", False))
+
+
+def _agent_help() -> str:
+    from cfjax.registry import AGENTS
+
+    return " | ".join(AGENTS.names())
+
+
+def _agent_flag(parser: argparse.ArgumentParser, *, several: bool) -> None:
+    """``--agent``: the base agent(s) the runner drives its backbone with (:mod:`cfjax.agents`)."""
+    parser.add_argument("--agent", nargs="+" if several else None, default=None, metavar="AGENT",
+                        help=lambda: ("base agent(s), each run and reported (Table 1 per agent): " if several else
+                                      "base agent: ") + _agent_help() + " (default: react)")
+
+
+def _agent_backbone(args: argparse.Namespace):
+    """The backbone spec with the one ``--agent`` (checked against the registry: one line, exit 2)."""
+    from cfjax.experiments.backbones import resolve_agents
+
+    (agent,) = resolve_agents(args.agent)
+    return dataclasses.replace(_backbone(args), agent=agent)
 
 
 def _executor(args: argparse.Namespace):
@@ -302,23 +325,27 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _countermem_run(args: argparse.Namespace) -> int:
     from cfjax.config import QUICK
-    from cfjax.experiments.countermem import expand_rows, resolve_suites, run_main
+    from cfjax.experiments.countermem.runner import expand_rows, resolve_suites, run_main
 
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)
     rows = _checked("--rows", expand_rows, args.rows or ["all"])
     cfg = _countermem_config(args)
     max_tasks = (args.max_tasks or QUICK.max_tasks) if args.quick else args.max_tasks
+    from cfjax.experiments.backbones import resolve_agents
+
+    agents = resolve_agents(args.agent)
     run_main(cfg, suites=suites, rows=rows, out=args.out, backbone=_backbone(args),
              workers=args.workers, threads=args.max_inflight, max_tasks=max_tasks, quick=args.quick,
-             progress=not args.no_progress, log=_log, existing=_existing(args), executor=_executor(args))
+             progress=not args.no_progress, log=_log, existing=_existing(args), executor=_executor(args),
+             agents=agents)
     return 0
 
 
 def _countermem_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from cfjax.experiments.countermem import report_main
+    from cfjax.experiments.countermem.runner import report_main
     from cfjax.infra.io import CorruptFileError, read_json
 
     results = Path(args.dir) / "results.json"
@@ -331,12 +358,12 @@ def _countermem_report(args: argparse.Namespace) -> int:
 
 
 def _countermem_table(args: argparse.Namespace) -> int:
-    from cfjax.experiments.selectors import table_main
+    from cfjax.experiments.countermem.selectors import table_main
 
     cfg = _countermem_config(args)  # --config, then --set (the table command has no --quick or seed flags)
     suite = args.suite
     if suite.startswith("jsonl:"):  # a user's task file: validated, named jsonl-<stem>
-        from cfjax.experiments.countermem import resolve_suites
+        from cfjax.experiments.countermem.runner import resolve_suites
 
         (suite,) = resolve_suites(suite)
     table_main(cfg, suite=suite, out=args.out, seed=args.seed, samples=args.samples,
@@ -346,7 +373,7 @@ def _countermem_table(args: argparse.Namespace) -> int:
 
 def _countermem_train_selectors(args: argparse.Namespace) -> int:
     from cfjax.countermem.selectors import parse_grid, parse_seeds
-    from cfjax.experiments.selectors import train_selectors_main
+    from cfjax.experiments.countermem.selectors import train_selectors_main
 
     from cfjax.config import DQNConfig
 
@@ -380,13 +407,13 @@ def _antipersist_config(args: argparse.Namespace):
 
 
 def _antipersist_run(args: argparse.Namespace) -> int:
-    from cfjax.experiments.antipersist import run_main
-    from cfjax.experiments.countermem import resolve_suites
+    from cfjax.experiments.antipersist.runner import run_main
+    from cfjax.experiments.countermem.runner import resolve_suites
 
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)
     cfg = _antipersist_config(args)
-    run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=_backbone(args), workers=args.workers,
+    run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=_agent_backbone(args), workers=args.workers,
              quick=args.quick, log=_log, existing=_existing(args), executor=_executor(args))
     return 0
 
@@ -394,7 +421,7 @@ def _antipersist_run(args: argparse.Namespace) -> int:
 def _upliftmem_config(args: argparse.Namespace):
     """``--config`` (or the defaults), then ``--quick``, then the flag overrides, then ``--set``."""
     from cfjax.config import UpliftConfig, load_toml
-    from cfjax.experiments.uplift import quick_config
+    from cfjax.experiments.upliftmem.runner import quick_config
 
     cfg = load_toml(UpliftConfig, args.config) if args.config else UpliftConfig()
     if args.quick:
@@ -407,21 +434,21 @@ def _upliftmem_config(args: argparse.Namespace):
 
 
 def _upliftmem_run(args: argparse.Namespace) -> int:
-    from cfjax.experiments.countermem import resolve_suites
-    from cfjax.experiments.uplift import run_main
+    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.upliftmem.runner import run_main
 
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)
     cfg = _upliftmem_config(args)
-    run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=_backbone(args), workers=args.workers,
+    run_main(cfg, suites=suites, rows=args.rows, out=args.out, backbone=_agent_backbone(args), workers=args.workers,
              quick=args.quick, log=_log, existing=_existing(args), executor=_executor(args))
     return 0
 
 
 def _upliftmem_probes(args: argparse.Namespace) -> int:
     from cfjax.config import UpliftConfig
-    from cfjax.experiments.uplift import quick_config
-    from cfjax.experiments.uplift_probes import probes_main
+    from cfjax.experiments.upliftmem.runner import quick_config
+    from cfjax.experiments.upliftmem.probes import probes_main
 
     cfg = _with_sets(quick_config(UpliftConfig()) if args.quick else UpliftConfig(), args)
     probes_main(suites=args.suite, out=args.out, quick=args.quick, seeds=args.seeds or (0,), log=_log,
@@ -431,7 +458,7 @@ def _upliftmem_probes(args: argparse.Namespace) -> int:
 
 def _upliftmem_controlled(args: argparse.Namespace) -> int:
     from cfjax.config import UpliftConfig
-    from cfjax.experiments.uplift_controlled import controlled_config, controlled_main
+    from cfjax.experiments.upliftmem.controlled import controlled_config, controlled_main
 
     cfg = _with_sets(_checked("--epochs", controlled_config, UpliftConfig(), quick=args.quick or args.small,
                               epochs=args.epochs), args)
@@ -442,8 +469,8 @@ def _upliftmem_controlled(args: argparse.Namespace) -> int:
 
 
 def _upliftmem_stores(args: argparse.Namespace) -> int:
-    from cfjax.experiments.countermem import resolve_suites
-    from cfjax.experiments.uplift_stores import stores_config, stores_main
+    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.upliftmem.stores import stores_config, stores_main
 
     suites = resolve_suites([x for x in args.suite.split(",") if x] or ["sql"])
     _check_sandbox(args, suites)
@@ -455,12 +482,12 @@ def _upliftmem_stores(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from cfjax.experiments.compare import CompareConfig, compare_main
-    from cfjax.experiments.countermem import resolve_suites
+    from cfjax.experiments.countermem.runner import resolve_suites
 
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)
     cfg = _with_sets(CompareConfig.quick() if args.quick else CompareConfig(), args)
-    compare_main(suites=suites, out=args.out, quick=args.quick, workers=args.workers, backbone=_backbone(args),
+    compare_main(suites=suites, out=args.out, quick=args.quick, workers=args.workers, backbone=_agent_backbone(args),
                  log=_log, existing=_existing(args), executor=_executor(args), cfg=cfg, only=args.methods)
     return 0
 
@@ -489,7 +516,7 @@ def _out_flags(parser: argparse.ArgumentParser, *, force: str, resume: str | Non
 
 
 def _countermem_rows_help() -> str:
-    from cfjax.experiments.rows import row_names
+    from cfjax.experiments.countermem.rows import row_names
 
     return "rows to run (default: all): " + " ".join(row_names())
 
@@ -512,6 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_countermem_rows_help)
     r.add_argument("--out", required=True, help="output directory")
     _backbone_flags(r)
+    _agent_flag(r, several=True)
     r.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="backbone seeds (default: 0 1 2)")
     r.add_argument("--split-seeds", type=_seed_int, nargs="+", default=None,
                    help="split seeds, one twin-free split each (default: 12345 1 2)")
@@ -586,6 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--out", required=True, help="output directory")
     ar.add_argument("--rows", nargs="+", default=None, help="rows to run (default: all)")
     _backbone_flags(ar)
+    _agent_flag(ar, several=False)
     ar.add_argument("--seeds", type=_seed_int, nargs="+", default=None, help="backbone seeds (default: 42 43 44)")
     ar.add_argument("--split-seeds", type=_seed_int, nargs="+", default=None,
                     help="build/train/eval split seeds, each a bootstrap cluster (default: 12345 1 2)")
@@ -619,6 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="trained rows (default: upliftmem base warmup_only random_probing no_policy no_value; "
                          "no_memory and similarity_topk always come with upliftmem)")
     _backbone_flags(ur)
+    _agent_flag(ur, several=False)
     ur.add_argument("--config", default=None, help="an UpliftConfig TOML file (see DIR/config.toml of a run)")
     ur.add_argument("--max-tasks", type=_pos_int, default=None, help="tasks per split, spread over it (default: all)")
     ur.add_argument("--probe-strategy", choices=("evsi", "random", "mcstd", "eig"), default=None,
@@ -691,6 +721,7 @@ def build_parser() -> argparse.ArgumentParser:
     _set_flag(co, "CompareConfig", "max_tasks=8, countermem.agent.max_attempts=3, antipersist.iterations=4",
               order="Applied after --quick (the last --set of a key wins).")
     _backbone_flags(co)
+    _agent_flag(co, several=False)
     _out_flags(co, force="replace a comparison already in --out (config.toml, results.json, report.txt, "
                          "compare.png, suites/, <suite>/; other files are kept)", resume=None)
     _executor_flags(co)
@@ -738,14 +769,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``cfjax`` command; returns the exit status (module docstring: 0, 1, 2 or 130)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        args = build_parser().parse_args(argv)
-    except UsageError as e:
+        args = build_parser().parse_args(argv)  # the --suite/--rows help loads the plugins
+    except (UsageError, PluginLoadError) as e:
         print(f"cfjax: {_line(e)}", file=sys.stderr)
         return 2
     debug = bool(getattr(args, "debug", False))
     try:
         return int(args.func(args) or 0)
-    except UserError as e:  # ConfigError, CorruptFileError, OutputExistsError, …: one line, no traceback
+    except (UserError, PluginLoadError) as e:  # ConfigError, OutputExistsError, a broken plugin, …: one line
         if debug:
             raise
         print(f"cfjax: {_line(e)}", file=sys.stderr)

@@ -15,7 +15,13 @@ Where plugins come from (:func:`load_plugins`, called by every lookup, idempoten
   imported and, when the entry point names a callable, it is called with no arguments. Its
   registrations then appear in ``--suite``, ``--rows`` and every runner.
 
-A plugin that fails to import is an error naming the entry point (never a silently missing row).
+A registration made in this process outside :func:`load_plugins` (a notebook's or a test's
+``DOMAINS.register``) travels to the spawned worker processes of ``--workers N`` by value:
+:func:`in_process_registrations` in the parent, :func:`restore_registrations` in each worker
+(:func:`cfjax.experiments.common.run_pool` does both).
+
+A plugin that fails to import (or whose registration callable raises) is one
+:class:`PluginLoadError` — an ``ImportError`` — naming the entry point (never a silently missing row).
 
 This module imports nothing from ``cfjax`` at import time but :mod:`cfjax.types`, so every layer
 may import it.
@@ -28,8 +34,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Registry", "UnknownPluginError", "DuplicatePluginError", "ENTRY_POINT_GROUP", "BUILTIN_PLUGINS",
-           "load_plugins", "DOMAINS", "MEMORY_SYSTEMS", "ROWS", "CALLS", "AGENTS"]
+__all__ = ["Registry", "UnknownPluginError", "DuplicatePluginError", "PluginLoadError", "ENTRY_POINT_GROUP",
+           "BUILTIN_PLUGINS", "load_plugins", "in_process_registrations", "restore_registrations", "DOMAINS",
+           "MEMORY_SYSTEMS", "ROWS", "CALLS", "AGENTS"]
 
 T = TypeVar("T")
 
@@ -45,6 +52,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "cfjax.countermem.calls",
     "cfjax.uplift.calls",
     "cfjax.expel",
+    "cfjax.agents",
 )
 
 
@@ -59,6 +67,16 @@ class DuplicatePluginError(ValueError):
     """Two plugins registered the same name in one registry."""
 
 
+class PluginLoadError(ImportError):
+    """A ``cfjax.plugins`` entry point failed to load (the message names the entry point and its target;
+    the CLI prints it as one line, exit status 2)."""
+
+
+_REGISTRIES: dict[str, "Registry[Any]"] = {}
+#: ``(registry, name)`` of the registrations made outside :func:`load_plugins`, in order
+_IN_PROCESS: dict[tuple[str, str], None] = {}
+
+
 class Registry(Generic[T]):
     """Name → plugin object, in registration order.
 
@@ -70,27 +88,33 @@ class Registry(Generic[T]):
         self.what = what
         self._items: dict[str, T] = {}
         self._lock = threading.Lock()
+        _REGISTRIES[what] = self
 
     def register(self, name: str, obj: T, *, replace: bool = False) -> T:
         """Add ``obj`` under ``name`` and return it (usable as a decorator's body).
 
-        Re-registering the *same* object is a no-op (a module imported twice); another object under a
-        taken name raises :class:`DuplicatePluginError` unless ``replace``.
+        Re-registering the *same* object (or an equal one of the same type: a copy restored in a worker)
+        is a no-op that returns the registered one; another object under a taken name raises :class:`DuplicatePluginError` unless ``replace``.
         """
         if not isinstance(name, str) or not name or any(c.isspace() for c in name):
             raise ValueError(f"a {self.what} name must be a non-empty string without spaces, got {name!r}")
         with self._lock:
             old = self._items.get(name)
-            if old is not None and old is not obj and not replace:
+            if old is not None and not replace and _same(old, obj):
+                return old  # the same plugin again: a module imported twice, or restored in a worker first
+            if old is not None and not replace:
                 raise DuplicatePluginError(f"{self.what} {name!r} is registered twice "
                                            f"({_origin(old)} and {_origin(obj)})")
             self._items[name] = obj
+            if not _LOADED["running"]:
+                _IN_PROCESS[(self.what, name)] = None
         return obj
 
     def unregister(self, name: str) -> None:
         """Remove ``name`` (tests that register a throwaway plugin clean up with this)."""
         with self._lock:
             self._items.pop(name, None)
+            _IN_PROCESS.pop((self.what, name), None)
 
     def get(self, name: str) -> T:
         """The plugin named ``name``.
@@ -131,6 +155,15 @@ class Registry(Generic[T]):
         return f"Registry({self.what!r}, {list(self._items)})"
 
 
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - objects that cannot compare are different plugins
+        return False
+
+
 def _origin(obj: Any) -> str:
     mod = getattr(obj, "__module__", None) or type(obj).__module__
     return f"{mod}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
@@ -140,7 +173,7 @@ def _origin(obj: Any) -> str:
 DOMAINS: Registry[Any] = Registry("domain")
 #: ``name → MemorySystemInfo`` (:class:`cfjax.memory.MemorySystemInfo`): one per memory design
 MEMORY_SYSTEMS: Registry[Any] = Registry("memory system")
-#: ``name → RowSpec``: the rows of every runner's tables (:mod:`cfjax.experiments.rows`)
+#: ``name → RowSpec``: the rows of every runner's tables (:mod:`cfjax.experiments.countermem.rows`)
 ROWS: Registry[Any] = Registry("row")
 #: ``name → CallKind`` (:class:`cfjax.types.CallKind`): every kind of model call
 CALLS: Registry[Any] = Registry("model-call kind")
@@ -155,7 +188,8 @@ def load_plugins(*, force: bool = False) -> None:
     """Import the built-in plugins and every ``cfjax.plugins`` entry point (once per process).
 
     Raises:
-      ImportError: a plugin failed to load (the message names the entry point and its target).
+      PluginLoadError: an ``ImportError``: a plugin failed to load (the message names the entry point and
+        its target).
     """
     if _LOADED["done"] and not force:
         return
@@ -173,6 +207,33 @@ def load_plugins(*, force: bool = False) -> None:
             _LOADED["running"] = False
 
 
+def in_process_registrations() -> list[tuple[str, str, Any]]:
+    """``(registry, name, object)`` of every live registration made outside :func:`load_plugins`
+    whose object pickles (what a spawned worker would not see by loading the plugins itself)."""
+    import pickle
+
+    out = []
+    for what, name in list(_IN_PROCESS):
+        obj = _REGISTRIES[what]._items.get(name)
+        if obj is None:
+            continue
+        try:
+            pickle.dumps(obj)
+        except Exception:  # noqa: BLE001 - an unpicklable plugin stays in-process (the worker names it unknown)
+            continue
+        out.append((what, name, obj))
+    return out
+
+
+def restore_registrations(entries: list[tuple[str, str, Any]]) -> None:
+    """In a worker: load the plugins, then register each of ``entries`` whose name is still free."""
+    load_plugins()
+    for what, name, obj in entries:
+        reg = _REGISTRIES[what]
+        if name not in reg._items:
+            reg.register(name, obj)
+
+
 def _entry_points() -> list[Any]:
     from importlib.metadata import entry_points
 
@@ -182,9 +243,9 @@ def _entry_points() -> list[Any]:
 def _load_entry_point(ep: Any) -> None:
     try:
         obj = ep.load()
+        if callable(obj) and not isinstance(obj, type) and ":" in ep.value:
+            obj()  # its registration function: a failure here is a failure to load, named the same way
     except Exception as e:  # a broken plugin must be named, not skipped
-        raise ImportError(f"cfjax plugin entry point {ep.name!r} ({ep.value}) failed to load: "
-                          f"{type(e).__name__}: {e}") from e
-    if callable(obj) and not isinstance(obj, type) and ":" in ep.value:
-        obj()
+        raise PluginLoadError(f"cfjax plugin entry point {ep.name!r} ({ep.value}) failed to load: "
+                              f"{type(e).__name__}: {e}") from e
 

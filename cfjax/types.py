@@ -310,13 +310,18 @@ class DraftRequest:
 
     ``sample`` distinguishes independent samples of the same decision (the
     scripted backbone keys its randomness on ``(task, episode, attempt,
-    sample)``)."""
+    sample)``).
+
+    ``reflections`` are the agent's own verbal self-reflections on its earlier failed attempts of
+    this task (the Reflexion base agent, :mod:`cfjax.agents.reflexion`; empty for ReAct): the
+    prompt shows them under ``### Reflections on earlier attempts`` only when there are some."""
 
     task: Task
     history: Sequence[Attempt] = ()
     episode: int = 0
     sample: int = 0
     memory: "MemoryText | None" = None  # guidance shown before drafting (Anti-Persistence)
+    reflections: tuple[str, ...] = ()  # self-reflections on earlier attempts (Reflexion), oldest first
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
 * the methods (countermem/, antipersist/, uplift/), llm/, infra/, the agent loop and the shared types never
   import ``cfjax.domains`` — they know a domain only through the Protocols in ``cfjax/types.py``;
 * a method never imports another method, nor ``cfjax.experiments``;
-* a domain (``cfjax/domains/**``) never imports a method;
+* a domain (``cfjax/domains/**``) never imports a method; a base agent (``cfjax/agents``) imports neither a
+  method nor ``cfjax.experiments``;
 * ``cfjax/infra`` never imports ``cfjax.llm``;
 * ``cfjax.types`` imports nothing from ``cfjax`` at all;
 * the modules of ``cfjax/experiments`` have no import cycle at module level;
@@ -29,7 +30,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 650  # "about 600"
 #: top-level packages of ``cfjax`` that are shared layers, not methods (memory systems)
-LAYERS = ("config", "domains", "experiments", "infra", "llm", "sandbox", "kernels")
+LAYERS = ("agents", "config", "domains", "experiments", "infra", "llm", "sandbox", "kernels")
 
 
 def _methods() -> list[str]:
@@ -98,7 +99,7 @@ def test_kernels_import_nothing_from_cfjax_but_kernels():
     assert not v, "kernels/ must not import the orchestration layer:\n" + "\n".join(v)
 
 
-@pytest.mark.parametrize("part", ["cfjax/countermem", "cfjax/antipersist", "cfjax/uplift", "cfjax/llm",
+@pytest.mark.parametrize("part", ["cfjax/countermem", "cfjax/antipersist", "cfjax/uplift", "cfjax/agents", "cfjax/llm",
                                   "cfjax/infra", "cfjax/loop.py", "cfjax/types.py", "cfjax/config"])
 def test_methods_llm_and_infra_know_no_domain(part):
     files = _files(part)
@@ -126,6 +127,14 @@ def test_a_method_never_imports_experiments(method):
     v = _violations(_files(f"cfjax/{method}"), imports_experiments)
     assert not v, (f"cfjax/{method} must not import cfjax.experiments (move what it needs into the method or a "
                    "neutral module such as cfjax/infra):\n" + "\n".join(v))
+
+
+def test_a_base_agent_imports_no_method_and_no_experiments():
+    """The base agents (ReAct, Reflexion) wrap any backbone for every method: a shared layer."""
+    files = _files("cfjax/agents")
+    assert files
+    v = _violations(files, lambda m: imports_a_method(m) or imports_experiments(m))
+    assert not v, "cfjax/agents must not import a method or cfjax.experiments:\n" + "\n".join(v)
 
 
 def test_a_domain_never_imports_a_method():
@@ -166,10 +175,10 @@ def test_the_new_rules_see_their_violations():
     # a method importing experiments
     src = ("def f():\n    from cfjax.experiments.metrics import row_metrics\n"
            "from ..experiments import stats\n"
-           "import importlib\nimportlib.import_module('cfjax.experiments.uplift')\n"
+           "import importlib\nimportlib.import_module('cfjax.experiments.upliftmem.runner')\n"
            "import cfjax.experimental_other, cfjax.infra.stats\n")
     got = found(src, ("cfjax", "countermem", "probe"), imports_experiments)
-    assert {"cfjax.experiments.metrics", "cfjax.experiments.stats", "cfjax.experiments.uplift"} <= got
+    assert {"cfjax.experiments.metrics", "cfjax.experiments.stats", "cfjax.experiments.upliftmem.runner"} <= got
     assert not {"cfjax.experimental_other", "cfjax.infra.stats"} & got
     # a domain importing a method
     src = ("from cfjax.uplift.core import Memory\n"
@@ -284,7 +293,7 @@ def _package_sources(rel: str) -> tuple[dict[str, str], set[str]]:
 
 def test_experiments_have_no_import_cycle():
     sources, packages = _package_sources("cfjax/experiments")
-    assert "cfjax.experiments.countermem" in sources
+    assert "cfjax.experiments.countermem.runner" in sources
     cycles = _import_cycles(sources, packages)
     assert not cycles, "import cycles among cfjax/experiments modules (top-level imports):\n" + "\n".join(
         " <-> ".join(c) for c in cycles)
@@ -321,7 +330,7 @@ def test_no_module_is_long_without_a_reason():
 def test_public_packages_import_in_a_fresh_interpreter():
     code = ("import cfjax, cfjax.kernels, cfjax.kernels.reference, cfjax.types, cfjax.loop, cfjax.config, "
             "cfjax.infra, cfjax.llm, cfjax.domains, cfjax.countermem, cfjax.antipersist, cfjax.uplift, "
-            "cfjax.experiments.memsyco, cfjax.experiments; "
+            "cfjax.experiments.upliftmem.memsyco, cfjax.experiments; "
             "import sys; assert 'kernels' not in sys.modules, 'a top-level kernels module was imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

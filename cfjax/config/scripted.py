@@ -25,6 +25,16 @@ class ScriptedConfig:
     tuned to favour a method: a 50 % rate of the family's characteristic slip
     on trap questions, 10 % of the opposite slip on look-alikes, 5 % random
     slips, and a 30 % chance per retry that feedback alone fixes a slip.
+
+    ``reflection_factor`` (issue 21, item 4) is a **simulator assumption** of the same kind as
+    ``retry_factor``, fixed before any Reflexion result was seen and never tuned: each verbal
+    self-reflection the draft prompt shows (``DraftRequest.reflections``, the Reflexion base agent)
+    multiplies the probability that the task's characteristic slip (and its extra slips) recurs on
+    this attempt by ``reflection_factor``, on top of ``retry_factor**attempt``; the uncorrelated
+    ``p_noise`` slip is unaffected. With no reflection (the ReAct agent) nothing changes. The
+    default 0.7 says a reflection helps about as much again as the feedback itself. The gold-free
+    drafters of user suites (``cfjax.domains.*.user_draft``) have no characteristic slip, so there
+    a reflection changes the prompt only.
     """
 
     seed: int = 0  # seeds every draw (stable hash of seed, call, task, episode, attempt, sample)
@@ -32,6 +42,7 @@ class ScriptedConfig:
     p_error_look_alike: float = 0.1  # DRAFT_ACTION: the opposite slip on look-alike tasks
     p_noise: float = 0.05  # DRAFT_ACTION: one random rule operator on a random unit (uncorrelated slip)
     retry_factor: float = 0.7  # error probability × retry_factor**attempt (feedback alone fixes some slips)
+    reflection_factor: float = 0.7  # slip probability × reflection_factor**k, k self-reflections shown (Reflexion)
     p_propose_fix: float = 0.5  # GENERATE_LOCAL_ALTERNATIVES: the true one-unit fix is among the K proposals
     p_condition_semantic: float = 0.5  # DISTIL_RECORD: the condition is the semantic lexicon attribute
     p_condition_surface: float = 0.25  # DISTIL_RECORD: the condition is the cue phrase (else too broad)
@@ -48,7 +59,7 @@ class ScriptedConfig:
     p_revise_narrow: float = 0.6  # REVISE_MEMORY: an ALWAYS rule is narrowed to the task's phrase
 
     def __post_init__(self) -> None:
-        for name in ("p_error", "p_error_look_alike", "p_noise", "retry_factor", "p_propose_fix",
+        for name in ("p_error", "p_error_look_alike", "p_noise", "retry_factor", "reflection_factor", "p_propose_fix",
                      "p_condition_semantic", "p_condition_surface", "p_ignore_record", "p_judge_random",
                      "p_follow_guidance", "p_pick_up_factual", "p_out_of_scope", "p_outdated_confusion",
                      "p_write_scoped", "p_write_split", "p_revise_narrow"):

@@ -2,7 +2,7 @@
 
 Every runner returns :class:`~cfjax.countermem.agent.Episode` objects with the
 same :class:`~cfjax.countermem.agent.Decision` records as the CounterMem
-agent, so one metrics function (:func:`cfjax.experiments.countermem.row_metrics`)
+agent, so one metrics function (:func:`cfjax.experiments.countermem.runner.row_metrics`)
 serves every row with the same denominators (App. D.4, D.6).
 
 * :func:`best_of_n_episode` — the compute control: ``N = 1 + K = 5`` drafts

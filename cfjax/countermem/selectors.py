@@ -37,7 +37,7 @@ from cfjax.kernels import dqn
 from cfjax.kernels._base import masked_argmax
 from cfjax.kernels.trainer import DecisionTable, TrainerState, as_jax, make_train, table_hash
 
-__all__ = ["parse_seeds", "parse_grid", "grid_hparams", "SelectorsResult", "train_selectors",
+__all__ = ["FIXED_LABELS", "parse_seeds", "parse_grid", "grid_hparams", "SelectorsResult", "train_selectors",
            "save_trainer", "load_trainer", "CheckpointMismatchError", "train_resumable",
            "FIXED_POLICIES", "table_rewards", "rollout", "skip_actions", "top1_actions", "oracle_actions",
            "greedy_actions", "fixed_policy_outcomes", "compare_with_fixed_policies", "verdict"]
@@ -240,7 +240,7 @@ def train_selectors(table: DecisionTable, config: dqn.DQNConfig, *, seeds: Seque
 
 #: The fixed policies every learned selector is reported next to (names used in results files).
 FIXED_POLICIES = ("skip", "top1", "oracle")
-_FIXED_LABELS = {"skip": "skip only", "top1": "always top-1", "oracle": "per-root oracle"}
+FIXED_LABELS = {"skip": "skip only", "top1": "always top-1", "oracle": "per-root oracle"}
 
 
 def table_rewards(table: DecisionTable, hp: dqn.DQNHParams, tau0: float) -> np.ndarray:

@@ -267,7 +267,7 @@ def build_table(
     missing ones are built on ``threads`` threads (default: the backbone's ``max_inflight``, 1 for
     the scripted simulator), each written atomically as it finishes, or — with ``make_parts`` —
     by that callable, which gets the missing part numbers and yields ``(number, part bytes)``
-    (e.g. Ray tasks that rebuild the agent from a description, :mod:`cfjax.experiments.table_jobs`).
+    (e.g. Ray tasks that rebuild the agent from a description, :mod:`cfjax.experiments.countermem.table_jobs`).
     The table is concatenated in job order afterwards, so it does not depend on how or in which
     order the parts were made.
     """

@@ -5,19 +5,23 @@ UpliftMem, compare, sweep) hands its worker processes or Ray tasks: the scripted
 OpenAI-compatible server (:mod:`cfjax.llm.openai_client`) or a local transformers model
 (:mod:`cfjax.llm.hf`), with the response cache, the tokenizer and the calls in flight.
 :func:`backbone_spec` turns ``--backbone`` and its flags into one; :func:`backbone_stats` reads
-an LLM backbone's transport and cache counters for ``results.json``.
+an LLM backbone's transport and cache counters for ``results.json``. ``BackboneSpec.agent`` names
+the base agent (:mod:`cfjax.agents`: ``react``, ``reflexion``) that drives the backbone within a
+task; :func:`resolve_agents` checks ``--agent`` values.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cfjax.config import CounterMemConfig
 from cfjax.domains.base import Suite
 from cfjax.llm.base import Backbone
 
-__all__ = ["BackboneSpec", "backbone_spec", "backbone_stats", "default_cache_path", "default_workers"]
+__all__ = ["BackboneSpec", "backbone_spec", "backbone_stats", "default_cache_path", "default_workers", "agent_title",
+           "resolve_agents"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,15 @@ class BackboneSpec:
     tokenizer: str | None = None
     inflight: int = 1  # independent calls a unit keeps in flight (threads); 1 for the simulator
     cache_force: bool = False  # cache replies even at temperature > 0 (they stop being fresh samples)
+    agent: str = "react"  # the base agent (cfjax.registry.AGENTS): how the backbone is driven within a task
 
     def make(self, suite: Suite, seed: int, config: CounterMemConfig) -> Backbone:
+        """The unit's backbone, wrapped by the base agent ``agent`` (:mod:`cfjax.agents`; ``react``: as is)."""
+        from cfjax.registry import AGENTS
+
+        return AGENTS.get(self.agent).wrap(self._make(suite, seed, config))
+
+    def _make(self, suite: Suite, seed: int, config: CounterMemConfig) -> Backbone:
         if self.kind == "scripted":
             from cfjax.llm.scripted import ScriptedBackbone
 
@@ -67,6 +78,13 @@ class BackboneSpec:
 
     @property
     def label(self) -> str:
+        """What reports print: the backbone, then the base agent unless it is ReAct (so a ReAct run's
+        label is what it was before agents were an axis)."""
+        return self.backbone_label + ("" if self.agent == "react" else f", base agent {agent_title(self.agent)}")
+
+    @property
+    def backbone_label(self) -> str:
+        """The backbone alone (no base agent)."""
         if self.kind == "scripted":
             from cfjax.llm.scripted import SCRIPTED_LABEL
 
@@ -79,6 +97,32 @@ class BackboneSpec:
     def max_inflight(self) -> int:
         """Calls this backbone wants in flight (1 for the CPU-bound simulator)."""
         return self.inflight
+
+
+def agent_title(name: str) -> str:
+    """How reports name a base agent (``"reflexion"`` → ``"Reflexion"``)."""
+    from cfjax.registry import AGENTS
+
+    return AGENTS.get(name).title
+
+
+def resolve_agents(names: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``--agent`` values checked against :data:`cfjax.registry.AGENTS` (duplicates dropped, order kept;
+    ``None`` or empty: ``("react",)``).
+
+    Raises:
+      cfjax.config.ConfigError: an unknown agent (one line naming the registered ones).
+    """
+    from cfjax.config import ConfigError
+    from cfjax.registry import AGENTS, UnknownPluginError
+
+    names = [names] if isinstance(names, str) else list(names or ["react"])
+    for n in names:
+        try:
+            AGENTS.get(n)
+        except UnknownPluginError as e:
+            raise ConfigError(f"--agent: {e}") from None
+    return tuple(dict.fromkeys(names))
 
 
 def backbone_stats(bb: object) -> dict | None:

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cfjax.infra.executors import Executor, RayExecutor, resolve_executor
+from cfjax.types import Splits
 
-__all__ = ["finite", "spread", "run_pool", "write_results"]
+__all__ = ["finite", "spread", "quick_splits", "clear_dir", "run_pool", "write_results"]
 
 T = TypeVar("T")
 
@@ -34,6 +35,21 @@ def spread(items: Sequence[T], m: int) -> list[T]:
     return [items[int(i * step)] for i in range(m)]
 
 
+def quick_splits(splits: Splits, max_tasks: int) -> Splits:
+    """At most ``max_tasks`` of build/train/eval (val: a quarter), taken evenly along each split so
+    that every family and transfer condition stays represented."""
+    m = max_tasks
+    return Splits(tuple(spread(splits.build, m)), tuple(spread(splits.train, m)),
+                  tuple(spread(splits.val, max(2, m // 4))), tuple(spread(splits.eval, m)))
+
+
+def clear_dir(d: str | Path) -> None:
+    """Remove the scratch folder ``d`` and everything in it (absent is fine)."""
+    import shutil
+
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def run_pool(fn: Callable[[Any], dict], jobs: Sequence[Any], *, workers: int, cost: Callable[[Any], float],
              note: Callable[[dict], None], initializer: Callable | None = None, initargs: tuple = (),
              serial_done: Callable[[], None] | None = None, executor: Executor = "local") -> list[dict]:
@@ -47,6 +63,11 @@ def run_pool(fn: Callable[[Any], dict], jobs: Sequence[Any], *, workers: int, co
     costly first; in the worker ``initializer(*initargs)`` runs once per process and ``serial_done()``
     after each job. ``fn`` and the jobs must be picklable (module-level function, plain data); results
     come back by value. ``note`` sees each result as it arrives."""
+    from cfjax.registry import in_process_registrations
+
+    regs = in_process_registrations()
+    if regs:  # a notebook's or a test's own registrations reach the workers (cfjax.registry)
+        initializer, initargs = _init_with_registrations, (regs, initializer, initargs)
     ex = resolve_executor(executor)
     if isinstance(ex, RayExecutor):
         order = sorted(range(len(jobs)), key=lambda i: -cost(jobs[i]))
@@ -74,6 +95,14 @@ def run_pool(fn: Callable[[Any], dict], jobs: Sequence[Any], *, workers: int, co
             out[i] = futs[i].result()
             note(out[i])
     return out  # type: ignore[return-value]
+
+
+def _init_with_registrations(regs: list, initializer: Callable | None, initargs: tuple) -> None:
+    from cfjax.registry import restore_registrations
+
+    restore_registrations(regs)
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def write_results(out: str | Path | None, payload: dict, *, text: str = "", log: Callable[[str], None] = lambda s: None,

@@ -69,7 +69,7 @@ class CompareConfig:
     def quick(cls) -> "CompareConfig":
         """``--quick``: one seed, 16 tasks per split, each method's smoke preset."""
         from cfjax.config import quick as quick_cfg
-        from cfjax.experiments.uplift import quick_config
+        from cfjax.experiments.upliftmem.runner import quick_config
 
         ap = quick_cfg(APConfig())
         return cls(seeds=(0,), max_tasks=16, countermem=quick_cfg(CounterMemConfig()),
@@ -146,8 +146,8 @@ class CompareJob:
     backbone: object = None
 
 
-def _splits(suite, cfg: CompareConfig):
-    from cfjax.experiments.countermem import quick_splits
+def splits_for(suite, cfg: CompareConfig):
+    from cfjax.experiments.common import quick_splits
 
     sp = suite.splits(seed=cfg.split_seed, n_val=cfg.countermem.n_val)
     return quick_splits(sp, cfg.max_tasks) if cfg.max_tasks else sp
@@ -155,7 +155,7 @@ def _splits(suite, cfg: CompareConfig):
 
 def _run_countermem(suite, sp, backbone, world, cfg: CounterMemConfig, seed: int, meter: Meter) -> dict:
     from cfjax.countermem.agent import Agent, skip_policy
-    from cfjax.countermem.pipeline import _EP_EVAL, _greedy_policy, construct, jitted_selector, train_selector
+    from cfjax.countermem.pipeline import EP_EVAL, greedy_policy, construct, jitted_selector, train_selector
     from cfjax.countermem.store import MemoryStore
     from cfjax.infra.ledger import Ledger
 
@@ -163,15 +163,15 @@ def _run_countermem(suite, sp, backbone, world, cfg: CounterMemConfig, seed: int
     agent = Agent(backbone, world, cfg, store=store, envs=dict(suite.envs()), edits=suite.edits)
     construct(agent, sp.build, seed=seed)
     params, _, _ = train_selector(agent, sp.train, sp.val, seed=cfg.selector_seeds[0])
-    greedy = _greedy_policy(jitted_selector(cfg.dqn), params)
+    greedy = greedy_policy(jitted_selector(cfg.dqn), params)
     meter.phase = "eval"
     led = Ledger("eval")
     out = {"none": [], "countermem": []}
     for i, t in enumerate(sp.eval):
-        out["none"].append(int(agent.run_episode(t, skip_policy, led, episode=_EP_EVAL + i, memory=False).solved))
+        out["none"].append(int(agent.run_episode(t, skip_policy, led, episode=EP_EVAL + i, memory=False).solved))
     none_counts = dict(meter.counts["eval"])
     for i, t in enumerate(sp.eval):
-        out["countermem"].append(int(agent.run_episode(t, greedy, led, episode=_EP_EVAL + i, memory=True).solved))
+        out["countermem"].append(int(agent.run_episode(t, greedy, led, episode=EP_EVAL + i, memory=True).solved))
     cm_eval = {k: meter.counts["eval"][k] - none_counts[k] for k in none_counts}
     return {"outcomes": out, "memory": {"records": len(store)},
             "cost": {"none": {"train": {"llm_calls": 0, "tokens": 0, "eval_calls": 0}, "eval": none_counts},
@@ -234,7 +234,7 @@ def _run_system(name: str):
     and attempt limit."""
 
     def run(suite, sp, backbone, world, cfg: CompareConfig, seed: int, meter: Meter, out_dir: Path) -> dict:
-        from cfjax.countermem.pipeline import _EP_BUILD, _EP_EVAL
+        from cfjax.countermem.pipeline import EP_BUILD, EP_EVAL
         from cfjax.infra.ledger import Ledger
         from cfjax.memory import SystemContext, build_experience, recall_episode
         from cfjax.registry import MEMORY_SYSTEMS
@@ -244,12 +244,12 @@ def _run_system(name: str):
         led = Ledger(f"{name}/build")
         system = info.make(SystemContext(backbone, suite.edits, max_attempts, seed, led))
         system.build(build_experience(list(sp.build), backbone=backbone, world=world, edits=suite.edits, ledger=led,
-                                      episode0=_EP_BUILD, max_attempts=max_attempts))
+                                      episode0=EP_BUILD, max_attempts=max_attempts))
         system.freeze()
         meter.phase = "eval"
         ev = Ledger("eval")
         solved = [int(recall_episode(t, system, info, backbone=backbone, world=world, edits=suite.edits, ledger=ev,
-                                     episode=_EP_EVAL + i, max_attempts=max_attempts, measure=False).solved)
+                                     episode=EP_EVAL + i, max_attempts=max_attempts, measure=False).solved)
                   for i, t in enumerate(sp.eval)]
         return {"outcomes": {name: solved}, "memory": system.summary(),
                 "cost": {name: {"train": meter.counts["train"], "eval": meter.counts["eval"]}}}
@@ -303,12 +303,12 @@ def method_rows(names: Sequence[str] | None = None) -> tuple[str, ...]:
 
 def run_compare_job(job: CompareJob) -> dict:
     """One (suite, method, seed); returns plain data (the function worker processes run)."""
-    from cfjax.experiments.antipersist import _open
-    from cfjax.experiments.countermem import BackboneSpec
+    from cfjax.experiments.worlds import open_world
+    from cfjax.experiments.backbones import BackboneSpec
 
     t0 = time.perf_counter()
-    suite, _, world = _open(job.suite, job.root)
-    sp = _splits(suite, job.cfg)
+    suite, _, world = open_world(job.suite, job.root)
+    sp = splits_for(suite, job.cfg)
     spec = job.backbone or BackboneSpec("scripted")
     meter = Meter()
     method = methods()[job.method]
@@ -316,7 +316,7 @@ def run_compare_job(job: CompareJob) -> dict:
     mworld = MeteredWorld(world, meter)
     random.seed(job.seed)
     got = method.run(suite, sp, backbone, mworld, job.cfg, job.seed, meter, Path(job.out_dir))
-    from cfjax.experiments.countermem import backbone_stats
+    from cfjax.experiments.countermem.runner import backbone_stats
 
     llm = backbone_stats(backbone._inner)
     return {"suite": job.suite, "method": job.method, "seed": job.seed, "llm": llm,
@@ -426,7 +426,7 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
     ``countermem`` always runs, since it produces the ``none`` row)."""
     from cfjax.config import save_toml
     from cfjax.domains import build_suite
-    from cfjax.experiments.countermem import BackboneSpec
+    from cfjax.experiments.backbones import BackboneSpec
 
     spec = backbone or BackboneSpec("scripted")
     out = Path(out_dir)
@@ -449,10 +449,10 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
         log(f"  {d['suite']}/{d['method']} seed {d['seed']}: " + "  ".join(
             f"{r} {100 * np.mean(v):.1f}%" for r, v in d["outcomes"].items()) + f" ({d['seconds']:.0f}s)")
 
-    from cfjax.experiments.antipersist import _close_all
+    from cfjax.experiments.worlds import close_worlds
 
     done = run_pool(run_compare_job, jobs, workers=workers, cost=lambda j: ms[j.method].cost, note=note,
-                    initializer=_init_worker, serial_done=_close_all, executor=executor)
+                    initializer=_init_worker, serial_done=close_worlds, executor=executor)
     outcomes: dict = {}
     for s in suites:
         mine = [d for d in done if d and d["suite"] == s]
@@ -470,7 +470,8 @@ def run_compare(out_dir: str | Path, *, suites: Sequence[str], cfg: CompareConfi
         per_suite[s] = block
     summary = _pairwise(outcomes, rows_all)
     summary["costs"] = _costs([d for d in done if d], None, rows_all)
-    payload = {"backbone": spec.label, "suites": list(suites), "seeds": list(cfg.seeds), "split_seed": cfg.split_seed,
+    payload = {"backbone": spec.label, "agent": spec.agent, "suites": list(suites), "seeds": list(cfg.seeds),
+               "split_seed": cfg.split_seed,
                "rows": list(rows_all), "summary": summary, "per_suite": per_suite, "outcomes": outcomes,
                "jobs": [{k: d[k] for k in ("suite", "method", "seed", "seconds")} for d in done if d],
                "llm": merge_llm(d.get("llm") for d in done if d)}
@@ -499,7 +500,7 @@ def compare_main(*, suites: Sequence[str], out: str | Path, quick: bool = False,
 
     ``cfg``: the config to run (the CLI's, with its ``--set`` overrides); ``None`` =
     :meth:`CompareConfig.quick` if ``quick``, else the defaults."""
-    from cfjax.experiments.countermem import backbone_spec, default_workers, resolve_suites
+    from cfjax.experiments.countermem.runner import backbone_spec, default_workers, resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)

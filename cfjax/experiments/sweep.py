@@ -165,8 +165,8 @@ def _run_countermem(spec: SweepSpec, points: list[dict], out: Path, workers: int
 
     from cfjax.config import CounterMemConfig
     from cfjax.domains import build_suite
-    from cfjax.experiments.countermem import BackboneSpec, expand_rows, make_jobs, resolve_suites, run_jobs
-    from cfjax.experiments.report import aggregate, collect_outcomes
+    from cfjax.experiments.countermem.runner import BackboneSpec, expand_rows, make_jobs, resolve_suites, run_jobs
+    from cfjax.experiments.countermem.report import aggregate, collect_outcomes
 
     names = resolve_suites(list(spec.suites) if spec.suites != ("all",) else "all")
     rows = expand_rows(spec.rows or ["all"])
@@ -197,9 +197,9 @@ def _run_antipersist(spec: SweepSpec, points: list[dict], out: Path, workers: in
                      log: Callable[[str], None], executor: Executor = "local") -> list[dict]:
     """One Anti-Persistence run per point (each parallel over its own jobs)."""
     from cfjax.config import APConfig
-    from cfjax.experiments.antipersist import run_main
-    from cfjax.experiments.countermem import resolve_suites
-    from cfjax.experiments.report import _clusters, _ci
+    from cfjax.experiments.antipersist.runner import run_main
+    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.countermem.report import interval, outcome_clusters
 
     names = resolve_suites(list(spec.suites) if spec.suites != ("all",) else "all")
     results = []
@@ -215,11 +215,11 @@ def _run_antipersist(spec: SweepSpec, points: list[dict], out: Path, workers: in
         table: dict = {}
         table_mean: dict = {}
         for r in rows:
-            table[r] = {s: {"ci": _ci(_clusters(outcomes, [s]), r),
-                            f"vs_{spec.reference}": _ci(_clusters(outcomes, [s]), r, spec.reference)}
+            table[r] = {s: {"ci": interval(outcome_clusters(outcomes, [s]), r),
+                            f"vs_{spec.reference}": interval(outcome_clusters(outcomes, [s]), r, spec.reference)}
                         for s in names}
-            table_mean[r] = {"ci": _ci(_clusters(outcomes, names), r),
-                             f"vs_{spec.reference}": _ci(_clusters(outcomes, names), r, spec.reference)}
+            table_mean[r] = {"ci": interval(outcome_clusters(outcomes, names), r),
+                             f"vs_{spec.reference}": interval(outcome_clusters(outcomes, names), r, spec.reference)}
         results.append({"point": p, "summary": {"suites": names, "rows": rows, "table": table,
                                                  "table_mean": table_mean},
                         "outcomes": outcomes, "config": to_dict(cfg)})
@@ -239,7 +239,7 @@ def _check_spec(spec: SweepSpec, grid: str | Path) -> None:
     """The grid's suites and rows exist and every point's config is valid (before the output
     directory is touched)."""
     from cfjax.config import APConfig, CounterMemConfig
-    from cfjax.experiments.countermem import resolve_suites
+    from cfjax.experiments.countermem.runner import resolve_suites
 
     base = CounterMemConfig() if spec.method == "countermem" else APConfig()
     for p in spec.points():
@@ -247,7 +247,7 @@ def _check_spec(spec: SweepSpec, grid: str | Path) -> None:
 
     resolve_suites(list(spec.suites) if spec.suites != ("all",) else "all")
     if spec.method == "countermem":
-        from cfjax.experiments.rows import row_names
+        from cfjax.experiments.countermem.rows import row_names
 
         ROWS = row_names()
     else:

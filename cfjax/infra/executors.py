@@ -194,12 +194,24 @@ _INITIALISED: set = set()
 _INIT_LOCK = threading.Lock()
 
 
+def _args_key(initargs: tuple) -> Any:
+    """A hashable key of ``initargs`` (they may hold lists and dicts: plugin registrations, configs)."""
+    try:
+        hash(initargs)
+        return initargs
+    except TypeError:
+        import hashlib
+        import pickle
+
+        return hashlib.sha256(pickle.dumps(initargs)).hexdigest()
+
+
 def _run_in_worker(fn: Callable[[Any], Any], job: Any, initializer: Callable | None, initargs: tuple,
                    finalizer: Callable[[], None] | None) -> Any:  # pragma: no cover - runs in Ray workers
     """The body of one Ray task (module-level, so Ray pickles it by reference)."""
     if initializer is not None:
         key = (getattr(initializer, "__module__", ""), getattr(initializer, "__qualname__", repr(initializer)),
-               initargs)
+               _args_key(initargs))
         with _INIT_LOCK:
             if key not in _INITIALISED:
                 initializer(*initargs)

@@ -33,6 +33,7 @@ __all__ = [
     "count_tokens",
     "render_record",
     "render_draft",
+    "render_reflections",
     "render_revise",
     "parse_action",
     "format_action",
@@ -71,6 +72,7 @@ LIMITS: dict[str, int] = {
     "context": 3000,
     "record": 1200,
     "trajectory": 3000,
+    "reflection": 400,
 }
 
 #: Characters of the record budget kept free for its ``APPLIES WHEN`` line.
@@ -211,14 +213,24 @@ def render_memory(memory: "MemoryText") -> str:
     return f"### {header}\n{truncate(memory.text, limit)}\n\n"
 
 
+def render_reflections(reflections: "Sequence[str]") -> str:
+    """The Reflexion agent's self-reflections as a prompt block (``""`` when there are none, so a prompt
+    without reflections is byte-identical to one from before the field existed)."""
+    if not reflections:
+        return ""
+    body = "\n".join(f"- {truncate(' '.join(r.split()), 'reflection')}" for r in reflections)
+    return f"### Reflections on earlier attempts\n{body}\n\n"
+
+
 def render_draft(req: "DraftRequest") -> str:
     t = req.task
     mem = render_memory(req.memory) if req.memory is not None else ""
     follow = ("Use the guidance above only where it applies to this task; if you follow RULE lines, add a "
               "line APPLIED: <their ids>. " if req.memory is not None else "")
+    refl = render_reflections(getattr(req, "reflections", ()))
     return (
         f"{_system(t)}\n\n### Task\n{t.question}\n\n### Environment ({t.env_id})\n"
-        f"{truncate(t.context, 'context')}\n\n### Earlier attempts\n{_history_text(req.history)}\n\n{mem}"
+        f"{truncate(t.context, 'context')}\n\n### Earlier attempts\n{_history_text(req.history)}\n\n{refl}{mem}"
         f"### Instructions\n{follow}Write one action that answers the task. Reply with\n"
         f"ACTION:\n```{_fence(t)}\n<your {_noun(t)}>\n```"
     )

@@ -41,6 +41,13 @@ is followed with ``p_follow_guidance`` (times ``p_pick_up_factual`` for
 patterns noted under raw past records), carried by the domain's
 :meth:`~cfjax.types.EditModel.transfer`; the reply lists them on an
 ``APPLIED:`` line.
+When the request shows the Reflexion agent's self-reflections on earlier
+attempts (``DraftRequest.reflections``, ``k`` of them), the characteristic
+slips fire with ``p_variant × weight × retry_factor**t × reflection_factor**k``
+instead (the same draws against a lower threshold; ``k = 0`` changes nothing).
+
+**Self-reflection** (REFLECT, :mod:`cfjax.agents.reflexion`): a short
+reflection naming the failed attempt's evaluator feedback (no draw, no key).
 
 **The calls of memory systems** are answered by the handler each system registers with its call
 kind (:class:`~cfjax.types.CallKind`): CounterMem's local alternatives and distillation
@@ -68,6 +75,7 @@ same text in every process.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 import re
@@ -183,7 +191,7 @@ class ScriptedBackbone(TextBackbone):
         ed = self.edits
         attempt = len(req.history)
         rng = self.rng("draft", task.task_id, req.episode, attempt, req.sample)
-        action = self.domain.draft(task, attempt, rng, c)
+        action = self.domain.draft(task, attempt, rng, self._reflected(c, len(req.reflections)))
         if rng.random() < c.p_noise:
             edits = ed.rule_edits(action, self.domain.env(task))
             if edits:
@@ -197,6 +205,17 @@ class ScriptedBackbone(TextBackbone):
         if req.memory.kind == "memories":
             return self._follow_memories(req.memory, task, action, (req.episode, attempt, req.sample))
         return self._follow_rules(req.memory, task, action, rng)
+
+    @staticmethod
+    def _reflected(c: ScriptedConfig, k: int) -> ScriptedConfig:
+        """The competence the domain's error model drafts with when ``k`` self-reflections are in the
+        prompt (Reflexion): the characteristic slips' rates ``p_error`` and ``p_error_look_alike`` times
+        ``reflection_factor**k`` (module docstring). ``k = 0`` returns ``c`` itself, so every draw of a
+        prompt without reflections (ReAct) is bit-identical to one from before reflections existed."""
+        if k <= 0:
+            return c
+        f = c.reflection_factor ** k
+        return dataclasses.replace(c, p_error=c.p_error * f, p_error_look_alike=c.p_error_look_alike * f)
 
     def _follow_memories(self, memory: MemoryText, task: Task, action: str, key: tuple
                          ) -> tuple[str, tuple[str, ...]]:

@@ -19,7 +19,7 @@ from cfjax.antipersist.guidance import (Attempt, Rule, SynthesisConfig, Trajecto
 from cfjax.antipersist.protocol import (ROWS, APConfig, make_selector, new_state, reproduced_errors, run_method,
                                         run_task)
 from cfjax.config import load_toml, save_toml
-from cfjax.experiments.antipersist import run_all
+from cfjax.experiments.antipersist.runner import run_all
 from cfjax.llm import prompts
 from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.scripted import SCRIPTED_LABEL, ScriptedBackbone, ScriptedConfig

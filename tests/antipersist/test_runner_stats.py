@@ -11,7 +11,7 @@ import pytest
 
 from cfjax.antipersist.guidance import MODES
 from cfjax.antipersist.protocol import APConfig
-from cfjax.experiments.antipersist import (ABLATIONS, METHOD, REFERENCE, aggregate, format_summary, format_table,
+from cfjax.experiments.antipersist.runner import (ABLATIONS, METHOD, REFERENCE, aggregate, format_summary, format_table,
                                            run_all, summarize)
 from cfjax.experiments.stats import clusters_from_outcomes, paired_difference
 
@@ -109,7 +109,7 @@ def test_aggregate_and_summary_pair_every_row_with_the_reference_and_the_method_
 
 
 def test_shared_world_reuses_completed_checks_across_processes_and_never_timeouts(tmp_path):
-    from cfjax.experiments.antipersist import SharedWorld
+    from cfjax.experiments.antipersist.runner import SharedWorld
     from cfjax.types import Outcome, Task
 
     class Counting:

@@ -408,7 +408,7 @@ def test_a_newline_in_a_path_stays_on_one_line(capsys, tmp_path):
 
 
 def test_unexpected_errors_are_one_line_with_status_1(capsys, tmp_path, monkeypatch):
-    import cfjax.experiments.countermem as cem
+    import cfjax.experiments.countermem.runner as cem
 
     def boom(*a, **k):
         raise ZeroDivisionError("a bug\nspanning lines")
@@ -424,7 +424,9 @@ def test_unexpected_errors_are_one_line_with_status_1(capsys, tmp_path, monkeypa
 def test_library_entry_points_refuse_by_default(tmp_path, user_dir):
     """Programmatic callers get the same protection (``existing="refuse"`` is the default)."""
     from cfjax.config import APConfig
-    from cfjax.experiments import antipersist, countermem, selectors, sweep
+    from cfjax.experiments import sweep
+    from cfjax.experiments.antipersist import runner as antipersist
+    from cfjax.experiments.countermem import runner as countermem, selectors
     from cfjax.infra.io import OutputExistsError
 
     before = snapshot(user_dir)

@@ -153,8 +153,8 @@ def test_cli_train_selectors_bad_key_and_sweep_axis_refused(tmp_path: Path, caps
 
 def test_train_selectors_and_compare_and_probes_get_the_override(tmp_path: Path, monkeypatch):
     import cfjax.experiments.compare as compare
-    import cfjax.experiments.selectors as selectors
-    import cfjax.experiments.uplift_probes as probes
+    import cfjax.experiments.countermem.selectors as selectors
+    import cfjax.experiments.upliftmem.probes as probes
 
     got = {}
     monkeypatch.setattr(selectors, "train_selectors_main", lambda *a, **kw: got.update(ts=kw))

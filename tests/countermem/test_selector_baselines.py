@@ -1,4 +1,4 @@
-"""Fixed policies next to the learned selectors (countermem/selectors.py, experiments/selectors.py):
+"""Fixed policies next to the learned selectors (countermem/selectors.py, experiments/countermem/selectors.py):
 skip only, always top-1 and the per-root oracle on a hand-checkable decision table, their paired
 task-bootstrap intervals, and the train-selectors output that reports them."""
 
@@ -173,7 +173,7 @@ def test_fixed_policies_follow_the_grid_reward_weights(table):
 def test_train_selectors_reports_fixed_policies_with_intervals(tmp_path):
     """End to end on a saved table (2 samples per eval task): JSON and printed table carry the fixed policies,
     every selector's intervals and learned − top-1; per-root outcomes average to the trainer's own figures."""
-    from cfjax.experiments.selectors import train_selectors_main
+    from cfjax.experiments.countermem.selectors import train_selectors_main
 
     t = hand_table(samples=2)
     meta = TableMeta(table_hash(t), len(t.obs), {"train": 4, "val": 4, "eval": 8}, 2, 2, "hand", "hand", 0)

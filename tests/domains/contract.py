@@ -150,7 +150,7 @@ def check_scripted_calls_read_no_key(suite: Any) -> None:
 def check_unit_under_guard(suite: Any, config: Any, rows: Sequence[str], max_tasks: int) -> dict:
     """A whole CounterMem experiment unit (``rows``, ``max_tasks`` evaluation tasks) runs with answer keys
     unreadable outside worlds and analysis; returns its result."""
-    from cfjax.experiments.countermem import quick_splits, run_unit
+    from cfjax.experiments.countermem.runner import quick_splits, run_unit
     from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
 
     s, SMALL = suite, config

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cfjax.config import APConfig, quick
-from cfjax.experiments.rows import row_specs
+from cfjax.experiments.countermem.rows import row_specs
 from cfjax.memory import Experience, FrozenMemoryError, MemorySystem, RecallQuery, SystemContext, why_not
 from cfjax.registry import MEMORY_SYSTEMS
 from cfjax.types import Attempt, Task
@@ -67,7 +67,7 @@ def test_store_builds_recalls_freezes_saves_and_loads(tmp_path):
 
 @pytest.mark.slow
 def test_expel_is_a_row_of_antipersist_run_and_a_method_of_compare(tmp_path):
-    from cfjax.experiments.antipersist import run_all
+    from cfjax.experiments.antipersist.runner import run_all
     from cfjax.experiments.compare import CompareConfig, run_compare
 
     ap = dataclasses.replace(quick(APConfig()), iterations=1, tasks_per_iteration=6, max_eval_tasks=6,

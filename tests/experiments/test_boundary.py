@@ -24,7 +24,7 @@ from cfjax.countermem.conditions import parse_condition
 from cfjax.countermem.generator import expand_failure
 from cfjax.countermem.store import MemoryStore
 from cfjax.domains import build_suite
-from cfjax.experiments.countermem import quick_splits, run_unit
+from cfjax.experiments.countermem.runner import quick_splits, run_unit
 from cfjax.infra.cache import CachedWorld
 from cfjax.infra.ledger import Ledger
 from cfjax.llm import prompts
@@ -85,8 +85,8 @@ def test_guard_refuses_agent_side_modules_and_allows_worlds_and_analysis():
 
 #: agent-side simulators that live under a trusted prefix, marked so that the guard watches them
 AGENT_SIDE_MODULES = ("cfjax.domains.drafting", "cfjax.domains.sql.user_draft", "cfjax.domains.python.user_draft",
-                      "cfjax.domains.sat.user_draft", "cfjax.experiments.memsyco.answerer",
-                      "cfjax.experiments.memsyco.executor")
+                      "cfjax.domains.sat.user_draft", "cfjax.experiments.upliftmem.memsyco.answerer",
+                      "cfjax.experiments.upliftmem.memsyco.executor")
 
 
 def test_a_module_marked_agent_side_is_never_trusted():
@@ -94,7 +94,7 @@ def test_a_module_marked_agent_side_is_never_trusted():
     the same names unmarked read as before."""
     key = AnswerKey("t", "SELECT 1", "lower_bound", "look_alike")
     with answer_key_guard():
-        for mod in ("cfjax.domains.sql.user_draft", "cfjax.experiments.memsyco.answerer", "tests.my_agent"):
+        for mod in ("cfjax.domains.sql.user_draft", "cfjax.experiments.upliftmem.memsyco.answerer", "tests.my_agent"):
             for field in ("gold", "family", "variant", "ordered", "extra"):
                 with pytest.raises(AnswerKeyAccessError, match="agent-side"):
                     exec(f"key.{field}", {"__name__": mod, T.AGENT_SIDE_MARKER: True, "key": key})

@@ -11,7 +11,7 @@ import pytest
 from cfjax.config import CounterMemConfig
 from cfjax.countermem import baselines as B
 from cfjax.countermem.agent import Decision, Episode
-from cfjax.experiments.countermem import (
+from cfjax.experiments.countermem.runner import (
     row_names,
     BackboneSpec,
     UnitJob,
@@ -21,8 +21,8 @@ from cfjax.experiments.countermem import (
     run_jobs,
     run_unit,
 )
-from cfjax.experiments.report import aggregate, draw_figures, format_report
-from cfjax.experiments.rows import _random_retriever, _shuffled_retriever
+from cfjax.experiments.countermem.report import aggregate, draw_figures, format_report
+from cfjax.experiments.countermem.rows import _random_retriever, _shuffled_retriever
 from cfjax.countermem.store import MemoryStore
 from cfjax.infra.ledger import Ledger
 from cfjax.expel import EXPEL_INSIGHT, ExpeLMemory, InsightRequest

@@ -16,7 +16,7 @@ import pytest
 from llm_server import FakeLLMServer, FaultPlan, canned_sql
 
 from cfjax.config import CounterMemConfig, quick
-from cfjax.experiments.countermem import BackboneSpec, run_main
+from cfjax.experiments.countermem.runner import BackboneSpec, run_main
 from cfjax.llm.openai_client import OpenAIConfig
 
 ROWS = ("none", "cf_memory", "best_of_n")

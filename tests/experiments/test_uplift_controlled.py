@@ -1,4 +1,4 @@
-"""The controlled MemSyco-like retrieval experiment (cfjax.experiments.uplift_controlled): a quick run on
+"""The controlled MemSyco-like retrieval experiment (cfjax.experiments.upliftmem.controlled): a quick run on
 one store at K = 5. Checks the protocol (fixed store, fixed executor, native = the suite's top-K), the
 payload's shape and ranges — never the direction of the result."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from cfjax.config.uplift import UpliftConfig
-from cfjax.experiments.memsyco import MemSycoConfig, MemSycoExecutor, build_suite, native_retrieve
-from cfjax.experiments.uplift_controlled import (LABEL, METRICS, NATIVE, controlled_config, format_controlled,
+from cfjax.experiments.upliftmem.memsyco import MemSycoConfig, MemSycoExecutor, build_suite, native_retrieve
+from cfjax.experiments.upliftmem.controlled import (LABEL, METRICS, NATIVE, controlled_config, format_controlled,
                                                  run_controlled)
 from cfjax.infra.ledger import Ledger
 
@@ -91,9 +91,9 @@ def _one_line(rc: int, err: str, *needles: str) -> None:
 
 def test_command_refuses_before_any_work(tmp_path, capsys):
     """A non-empty --out, a bad flag and an LLM --backbone: one line, status 2, nothing written
-    (``python -m cfjax.experiments.uplift_controlled`` is the same command)."""
+    (``python -m cfjax.experiments.upliftmem.controlled`` is the same command)."""
     from cfjax.cli import main
-    from cfjax.experiments import uplift_controlled as uc
+    from cfjax.experiments.upliftmem import controlled as uc
 
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -116,7 +116,7 @@ def test_command_writes_the_runners_payload(payload, tmp_path, capsys, monkeypat
     import json
 
     from cfjax.cli import main
-    from cfjax.experiments import uplift_controlled as uc
+    from cfjax.experiments.upliftmem import controlled as uc
     from cfjax.experiments.common import finite
 
     seen = []

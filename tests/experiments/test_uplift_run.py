@@ -10,7 +10,7 @@ import pytest
 
 from cfjax.cli import main
 from cfjax.config import UpliftConfig
-from cfjax.experiments.uplift import ROWS, quick_config, run_all
+from cfjax.experiments.upliftmem.runner import ROWS, quick_config, run_all
 
 
 def _tiny() -> UpliftConfig:

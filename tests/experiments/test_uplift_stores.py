@@ -1,4 +1,4 @@
-"""The store swap (cfjax.experiments.uplift_stores): a quick run on sql with CounterMem's frozen store and
+"""The store swap (cfjax.experiments.upliftmem.stores): a quick run on sql with CounterMem's frozen store and
 Anti-Persistence's trajectory store. Checks the protocol — the store and the executor are identical for
 both retrievers, the native row is similarity top-K of the recall, every memory is what the store held,
 no answer key is read — and the intervals' shape; never the direction of the result."""
@@ -12,9 +12,9 @@ import pytest
 from cfjax.antipersist.guidance import Attempt, Rule, Trajectory, factual_rules, render_factual
 from cfjax.config import UpliftConfig
 from cfjax.domains import open_suite
-from cfjax.experiments.countermem import BackboneSpec
-from cfjax.experiments.uplift import _splits, quick_config
-from cfjax.experiments.uplift_stores import LABEL, ROWS, STORES, format_store_swap, run_store_swap
+from cfjax.experiments.countermem.runner import BackboneSpec
+from cfjax.experiments.upliftmem.runner import quick_config, splits_for
+from cfjax.experiments.upliftmem.stores import LABEL, ROWS, STORES, format_store_swap, run_store_swap
 from cfjax.infra.ledger import Ledger
 from cfjax.llm import prompts
 from cfjax.types import answer_key_guard
@@ -59,7 +59,7 @@ def test_store_and_executor_identical_for_both_retrievers(swap):
     payload, suite = swap
     cfg = quick_config(UpliftConfig())
     blk = payload["by_suite"][SUITE]
-    tasks = list(_splits(suite, cfg).eval)
+    tasks = list(splits_for(suite, cfg).eval)
     assert [t.task_id for t in tasks] == blk["split"]["eval_task_ids"]
     k = blk["k"]
     for store, r in blk["stores"].items():
@@ -131,7 +131,7 @@ def test_command_quick_run_gives_the_runners_numbers(swap, tmp_path, capsys):
     """``cfjax upliftmem stores --quick`` is the fixture's run (same stores, sets, outcomes and point
     estimates; only the bootstrap resamples differ: 300 in the fixture, 2000 here) and writes its table."""
     from cfjax.cli import main
-    from cfjax.experiments.uplift_stores import format_store_swap as fmt
+    from cfjax.experiments.upliftmem.stores import format_store_swap as fmt
 
     payload, _ = swap
     out = tmp_path / "out"
@@ -155,7 +155,7 @@ def test_command_refuses_and_takes_the_backbone(tmp_path, capsys, monkeypatch):
     """A non-empty --out and bad values: one line, status 2, nothing written; ``--backbone`` (and its
     flags) reach the runner as the spec that builds the stores and executes."""
     from cfjax.cli import main
-    from cfjax.experiments import uplift_stores as us
+    from cfjax.experiments.upliftmem import stores as us
 
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -164,7 +164,7 @@ def test_command_refuses_and_takes_the_backbone(tmp_path, capsys, monkeypatch):
                          (["--out", tmp_path / "o", "--max-tasks", "-1"], "argument --max-tasks"),
                          (["--out", tmp_path / "o", "--backbone", "gpt"], "argument --backbone: 'gpt'")):
         capsys.readouterr()
-        rc = us.main([str(a) for a in args])  # python -m cfjax.experiments.uplift_stores = the command
+        rc = us.main([str(a) for a in args])  # python -m cfjax.experiments.upliftmem.stores = the command
         err = capsys.readouterr().err
         assert rc == 2 and err.startswith("cfjax: ") and err.count("\n") == 1 and needle in err, err
     assert [p.name for p in tmp_path.iterdir()] == ["mine"]

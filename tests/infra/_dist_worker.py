@@ -3,7 +3,7 @@
 Run as ``python _dist_worker.py TABLE_DIR OUT_DIR [SEEDS]`` with the process group in the environment
 (``CFJAX_COORDINATOR``, ``CFJAX_NUM_PROCESSES``, ``CFJAX_PROCESS_ID``; none of them: the plain
 single-process run the test compares against). It runs the command's entry point
-(:func:`cfjax.experiments.selectors.train_selectors_main`: :data:`SEEDS` × :data:`GRID` on the
+(:func:`cfjax.experiments.countermem.selectors.train_selectors_main`: :data:`SEEDS` × :data:`GRID` on the
 saved table, results to ``OUT_DIR/selectors.json`` on process 0), then — the same compiled program,
 from the cache — :func:`cfjax.countermem.selectors.train_selectors` directly, and writes
 ``OUT_DIR/result-<process id>.npz`` (atomically) with every selector's returns and parameters.
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     table_dir, out = Path(argv[0]), Path(argv[1])
     from cfjax.countermem.selectors import parse_grid, train_selectors
     from cfjax.countermem.table import load_table
-    from cfjax.experiments.selectors import train_selectors_main
+    from cfjax.experiments.countermem.selectors import train_selectors_main
     from cfjax.infra.distributed import process_info
     from cfjax.infra.io import atomic_write_bytes
 

@@ -24,8 +24,8 @@ from cfjax.countermem.pipeline import construct  # noqa: E402
 from cfjax.countermem.store import MemoryStore  # noqa: E402
 from cfjax.countermem.table import build_table  # noqa: E402
 from cfjax.domains import build_suite  # noqa: E402
-from cfjax.experiments.countermem import BackboneSpec, make_jobs, run_jobs, suite_world_kwargs  # noqa: E402
-from cfjax.experiments.table_jobs import ray_table_parts  # noqa: E402
+from cfjax.experiments.countermem.runner import BackboneSpec, make_jobs, run_jobs, suite_world_kwargs  # noqa: E402
+from cfjax.experiments.countermem.table_jobs import ray_table_parts  # noqa: E402
 from cfjax.infra.executors import ExecutorTaskError, RayExecutor, describe_job, resolve_executor  # noqa: E402
 from cfjax.infra.io import InputError  # noqa: E402
 from cfjax.llm.scripted import ScriptedBackbone  # noqa: E402

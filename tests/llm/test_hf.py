@@ -307,7 +307,7 @@ def test_the_main_job_runs_end_to_end_on_the_local_model(tiny_model, tmp_path, m
     """``run_main`` with the hf backbone: results are written, every row has a success figure, and
     each row's ledger tokens are the sum of the exact tokenizer counts of its calls."""
     from cfjax.config import CounterMemConfig, quick
-    from cfjax.experiments import countermem as cm
+    from cfjax.experiments.countermem import runner as cm
 
     cfg = quick(CounterMemConfig())
     cfg = dataclasses.replace(cfg, dqn=dataclasses.replace(cfg.dqn, total_decisions=8, checkpoint_every=4),

@@ -9,10 +9,10 @@ from collections import Counter, defaultdict
 import pytest
 
 import cfjax.types as ctypes
-from cfjax.experiments.memsyco import (DECISION_SCENARIOS, SCENARIOS, STORES, MemSycoConfig, MemSycoExecutor, MemSycoSuite,
+from cfjax.experiments.upliftmem.memsyco import (DECISION_SCENARIOS, SCENARIOS, STORES, MemSycoConfig, MemSycoExecutor, MemSycoSuite,
                                    average_over_stores, build_suite, metrics, native_retrieval_report, native_retrieve,
                                    parse_tail, split, stores)
-from cfjax.experiments.memsyco.answerer import render_prompt
+from cfjax.experiments.upliftmem.memsyco.answerer import render_prompt
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.prompts import count_tokens
 from cfjax.types import AnswerKeyAccessError, answer_key_guard
@@ -55,7 +55,7 @@ def test_sizes_ids_and_attrs(full, quick):
                 assert f"{'ABCD'[i]}) {o}" in t.question
     assert MemSycoConfig.quick().instances_per_scenario == 15
     # varied templates: ≥ 8 topics and several surface forms per scenario
-    from cfjax.experiments.memsyco.suite import query_text
+    from cfjax.experiments.upliftmem.memsyco.suite import query_text
     for s in SCENARIOS:
         ts = full.scenario_tasks(s)
         topics = {t.attrs["topic"] for t in ts}
@@ -171,11 +171,11 @@ def test_split_dialogue_grouped_stratified_deterministic(full, quick):
 # --------------------------------------------------------------------------- boundary
 
 def test_executor_never_reads_answer_keys(quick, monkeypatch):
-    """Only cfjax.experiments.memsyco.world may read keys: the guard's readers are narrowed to it."""
-    monkeypatch.setattr(ctypes, "ANSWER_KEY_READERS", ("cfjax.experiments.memsyco.world", "cfjax.types"))
+    """Only cfjax.experiments.upliftmem.memsyco.world may read keys: the guard's readers are narrowed to it."""
+    monkeypatch.setattr(ctypes, "ANSWER_KEY_READERS", ("cfjax.experiments.upliftmem.memsyco.world", "cfjax.types"))
     key = quick.keys[quick.tasks[0].task_id]
     # negative control: the narrowed guard refuses a read from the executor's module
-    ns = {"__name__": "cfjax.experiments.memsyco.executor"}
+    ns = {"__name__": "cfjax.experiments.upliftmem.memsyco.executor"}
     exec("def peek(k):\n    return k.gold\n", ns)
     with answer_key_guard():
         with pytest.raises(AnswerKeyAccessError):
@@ -192,8 +192,8 @@ def test_executor_never_reads_answer_keys(quick, monkeypatch):
         m = metrics(quick.tasks, infos)
     assert m["n"] == len(quick.tasks)
     # the agent-side modules do not name answer keys at all
-    import cfjax.experiments.memsyco.answerer as ans
-    import cfjax.experiments.memsyco.executor as exe
+    import cfjax.experiments.upliftmem.memsyco.answerer as ans
+    import cfjax.experiments.upliftmem.memsyco.executor as exe
     for mod in (ans, exe):
         src = open(mod.__file__).read()
         assert "AnswerKey" not in src.replace(":class:`~cfjax.types.AnswerKey`", "") and ".keys[" not in src
@@ -204,9 +204,9 @@ def test_the_agent_side_is_watched_under_the_trusted_experiments_prefix(quick):
     agent-side: with the default readers the guard refuses their reads and still lets the world read."""
     import types
 
-    import cfjax.experiments.memsyco.answerer as ans
-    import cfjax.experiments.memsyco.executor as exe
-    import cfjax.experiments.memsyco.world as world
+    import cfjax.experiments.upliftmem.memsyco.answerer as ans
+    import cfjax.experiments.upliftmem.memsyco.executor as exe
+    import cfjax.experiments.upliftmem.memsyco.world as world
 
     def peek(k):
         return k.gold
@@ -228,11 +228,11 @@ def test_no_import_cycle_between_suite_and_world():
     """The world never imports the suite (the suite builds its world); the analysis imports both."""
     import ast
 
-    import cfjax.experiments.memsyco.world as world
+    import cfjax.experiments.upliftmem.memsyco.world as world
 
     tree = ast.parse(open(world.__file__).read())
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "cfjax.experiments.memsyco.suite" not in mods and "cfjax.experiments.memsyco" not in mods
+    assert "cfjax.experiments.upliftmem.memsyco.suite" not in mods and "cfjax.experiments.upliftmem.memsyco" not in mods
 
 
 # --------------------------------------------------------------------------- executor contract

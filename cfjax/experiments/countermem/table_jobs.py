@@ -49,7 +49,7 @@ def run_parts_job(job: TablePartsJob) -> list[tuple[int, bytes]]:
     from cfjax.countermem.store import MemoryStore
     from cfjax.countermem.table import build_part
     from cfjax.domains import open_suite
-    from cfjax.experiments.countermem import suite_world_kwargs
+    from cfjax.experiments.countermem.runner import suite_world_kwargs
     from cfjax.llm.scripted import ScriptedBackbone
 
     cfg = job.config

@@ -23,7 +23,7 @@ retrieval is compared on **fixed** memory stores with a frozen executor.
 * **Stores** (:data:`STORES`): per dialogue, the same underlying facts rendered in five styles —
   ``rag`` raw dialogue chunks, ``mem0`` extracted atomic facts, ``amem`` linked notes with keywords,
   ``memgpt`` hierarchical archival summaries, ``lightmem`` compressed short notes — each fact ending
-  with the machine-readable tail of :mod:`cfjax.experiments.memsyco.answerer`. Besides the instances'
+  with the machine-readable tail of :mod:`cfjax.experiments.upliftmem.memsyco.answerer`. Besides the instances'
   memories every dialogue holds ``min_distractors … max_distractors`` distractors: one near-miss
   distractor per instance (another topic that shares the query's words) and unrelated filler
   memories. Memory ids (``"<store>/<dialogue>/mNN"``) are stable; the same ``mNN`` is the same fact
@@ -48,11 +48,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cfjax.experiments.memsyco.answerer import LETTERS
-from cfjax.experiments.memsyco.config import MemSycoConfig
-from cfjax.experiments.memsyco.content import (ACKS, ECHO_ACKS, ECHO_SHORT, ECHO_SUMMARY, FILLERS, TOPICS,
+from cfjax.experiments.upliftmem.memsyco.answerer import LETTERS
+from cfjax.experiments.upliftmem.memsyco.config import MemSycoConfig
+from cfjax.experiments.upliftmem.memsyco.content import (ACKS, ECHO_ACKS, ECHO_SHORT, ECHO_SUMMARY, FILLERS, TOPICS,
                                                UPDATE_SAID, UPDATE_SHORT, UPDATE_SUMMARY, WRAPPERS, Topic)
-from cfjax.experiments.memsyco.world import MemSycoKnowledge, MemSycoWorld
+from cfjax.experiments.upliftmem.memsyco.world import MemSycoKnowledge, MemSycoWorld
 from cfjax.infra.embed import HashingEmbedder
 from cfjax.llm.prompts import count_tokens
 from cfjax.llm.scripted import stable_seed

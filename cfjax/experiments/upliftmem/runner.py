@@ -77,12 +77,12 @@ class UpliftJob:
     variant: str
     cfg: UpliftConfig  # its training.seed is the job's training seed
     out_dir: str
-    backbone: object = None  # cfjax.experiments.countermem.BackboneSpec (None = scripted)
+    backbone: object = None  # cfjax.experiments.countermem.runner.BackboneSpec (None = scripted)
     world_cache: str = ""
 
 
-def _splits(suite, cfg: UpliftConfig):
-    from cfjax.experiments.countermem import quick_splits
+def splits_for(suite, cfg: UpliftConfig):
+    from cfjax.experiments.common import quick_splits
 
     sp = suite.splits(seed=cfg.split_seed)
     return quick_splits(sp, cfg.max_tasks) if cfg.max_tasks else sp
@@ -90,14 +90,14 @@ def _splits(suite, cfg: UpliftConfig):
 
 def run_job(job: UpliftJob) -> dict:
     """Train one variant on one suite and evaluate it (module docstring); returns plain data."""
-    from cfjax.experiments.antipersist import _open
-    from cfjax.experiments.countermem import BackboneSpec
+    from cfjax.experiments.worlds import open_world
+    from cfjax.experiments.backbones import BackboneSpec
     from cfjax.uplift import TRAINING_ROWS, AgentExecutor, UpliftRun
 
     t0 = time.perf_counter()
     cfg = job.cfg
-    suite, _, world = _open(job.suite, job.root, job.world_cache)
-    sp = _splits(suite, cfg)
+    suite, _, world = open_world(job.suite, job.root, job.world_cache)
+    sp = splits_for(suite, cfg)
     spec = job.backbone or BackboneSpec("scripted")
     backbone = spec.make(suite, cfg.backbone_seed, cfg)  # reads cfg.scripted
     executor = AgentExecutor(backbone, world, suite.edits, max_attempts=cfg.training.max_attempts)
@@ -117,7 +117,7 @@ def run_job(job: UpliftJob) -> dict:
         run.trainer.save(out / "scorer", {"suite": job.suite, "variant": job.variant, "train_seed": seed,
                                           "labels": len(run.labels)})
     families = [suite.answer_key(t).family for t in res.task_ids]  # analysis: per-family breakdown
-    from cfjax.experiments.countermem import backbone_stats
+    from cfjax.experiments.countermem.runner import backbone_stats
 
     return {"suite": job.suite, "variant": job.variant, "train_seed": seed, "task_ids": res.task_ids,
             "families": families, "llm": backbone_stats(backbone),
@@ -151,7 +151,7 @@ def _compilation_cache(cache_dir: str) -> None:
 def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None], cache_dir: str = "",
               executor: Executor = "local") -> list[dict]:
     from cfjax.domains import cost_weight  # the domain declares its relative cost (DomainInfo.cost_weights)
-    from cfjax.experiments.antipersist import _close_all
+    from cfjax.experiments.worlds import close_worlds
 
     def note(d: dict) -> None:
         o = d["outcomes"][d["variant"]]
@@ -160,7 +160,7 @@ def _run_jobs(jobs: Sequence[UpliftJob], workers: int, log: Callable[[str], None
 
     return run_pool(run_job, jobs, workers=workers, note=note, initializer=_init_worker, initargs=(cache_dir,),
                     cost=lambda j: cost_weight(j.suite, "upliftmem") * (2.0 if j.variant == METHOD else 1.0),
-                    serial_done=_close_all, executor=executor)
+                    serial_done=close_worlds, executor=executor)
 
 
 def summarize_rows(outcomes: dict, rows: Sequence[str], *, method: str = METHOD, reference: str = REFERENCE,
@@ -270,8 +270,8 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
     ``executor``: the local process pool, or Ray tasks (then without the shared SQLite world cache)."""
     from cfjax.config import save_toml
     from cfjax.domains import build_suite
-    from cfjax.experiments.antipersist import _clear
-    from cfjax.experiments.countermem import BackboneSpec
+    from cfjax.experiments.common import clear_dir
+    from cfjax.experiments.backbones import BackboneSpec
 
     spec = backbone or BackboneSpec("scripted")
     out = Path(out_dir)
@@ -285,7 +285,7 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
         roots[s] = out / "suites" / s
         build_suite(s, roots[s])
     scratch = out / ".world_cache"
-    _clear(scratch)
+    clear_dir(scratch)
     scratch.mkdir()
     jobs = [UpliftJob(s, str(roots[s]), v, replace(cfg, training=replace(cfg.training, seed=seed)), str(out / s), spec,
                       str(scratch / f"{s}.sqlite") if is_local(executor) else "")
@@ -293,7 +293,7 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
     try:  # the persistent XLA cache is set in the worker processes only (they end with the run)
         done = _run_jobs(jobs, workers, log, str(scratch / "xla") if is_local(executor) else "", executor)
     finally:
-        _clear(scratch)
+        clear_dir(scratch)
     per_suite = {}
     for s in suites:
         payload = aggregate([j for j in done if j["suite"] == s], suite=s, cfg=cfg, label=spec.label)
@@ -302,7 +302,8 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
         per_suite[s] = payload
     outcomes = {s: p["outcomes"][s] for s, p in per_suite.items()}
     present = [r for r in ROWS if any(r in p["rows"] for p in per_suite.values())]
-    combined = {"backbone": spec.label, "suites": per_suite, "rows": present, "outcomes": outcomes,
+    combined = {"backbone": spec.label, "agent": spec.agent, "suites": per_suite, "rows": present,
+                "outcomes": outcomes,
                 "summary": summarize_rows(outcomes, present) if len(suites) > 1 else per_suite[suites[0]]["table"]}
     combined["llm"] = merge_llm(j.get("llm") for j in done)
     report = "\n\n".join([format_table(p) for p in per_suite.values()] + [format_summary(combined)]
@@ -336,7 +337,7 @@ def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows:
              log: Callable[[str], None] = print, existing: str = "refuse", executor: Executor = "local") -> dict:
     """``cfjax upliftmem run``: :func:`run_all` with a header and a closing line."""
     from cfjax.config import ConfigError
-    from cfjax.experiments.countermem import backbone_spec, default_workers, resolve_suites
+    from cfjax.experiments.countermem.runner import backbone_spec, default_workers, resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)

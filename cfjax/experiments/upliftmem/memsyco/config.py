@@ -1,7 +1,7 @@
 """The MemSyco-like suite's configuration: its size, its seeds and the simulator's competence.
 
 Every probability below is **our choice, fixed before any result was seen**, and never tuned
-afterwards. They describe a *scripted answerer* (:mod:`cfjax.experiments.memsyco.answerer`), not an LLM:
+afterwards. They describe a *scripted answerer* (:mod:`cfjax.experiments.upliftmem.memsyco.answerer`), not an LLM:
 every figure produced with it is labelled "scripted answerer". The directions they encode are the
 ones MemSyco-Bench reports for real models (a user's in-context claim pulls the answer away from
 what the model knows; an outdated memory next to its update still misleads; in-context personal

@@ -5,7 +5,7 @@ the task's observable attributes (``scenario``, ``topic``, ``dialogue``, ``optio
 (the current turn, possibly with evidence) and the memory *texts* (with their ids). It never imports
 or reads an :class:`~cfjax.types.AnswerKey`. What the model "knows" about the world comes through one
 competence interface (:class:`Competence`, implemented on the world side by
-:class:`cfjax.experiments.memsyco.world.MemSycoKnowledge`) and is asked only after the answerer's own
+:class:`cfjax.experiments.upliftmem.memsyco.world.MemSycoKnowledge`) and is asked only after the answerer's own
 ``p_know`` draw succeeded.
 
 **Memory text format.** Every memory of a built-in store ends with a machine-readable tail::
@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from cfjax.experiments.memsyco.config import MemSycoConfig
+from cfjax.experiments.upliftmem.memsyco.config import MemSycoConfig
 from cfjax.llm.prompts import count_tokens
 from cfjax.llm.scripted import stable_seed
 from cfjax.types import Task
@@ -144,7 +144,7 @@ def parse_reply(text: str) -> tuple[str | None, str]:
 
 
 class Competence(Protocol):
-    """The world-side competence interface (:class:`cfjax.experiments.memsyco.world.MemSycoKnowledge`)."""
+    """The world-side competence interface (:class:`cfjax.experiments.upliftmem.memsyco.world.MemSycoKnowledge`)."""
 
     def known_answer(self, task: Task) -> str | None:
         """The option letter a model with general knowledge knows, or ``None`` (user-specific question)."""

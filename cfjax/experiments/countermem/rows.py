@@ -2,7 +2,7 @@
 
 Every Table 1 / §6 row is a :class:`RowSpec` registered in :data:`cfjax.registry.ROWS` under
 ``countermem/<name>``: ``run(ctx) -> metrics`` on the unit's
-:class:`~cfjax.experiments.countermem.UnitContext`, plus its roles — the table it belongs to, what it is
+:class:`~cfjax.experiments.countermem.runner.UnitContext`, plus its roles — the table it belongs to, what it is
 paired against and whether it uses memory. The runner, ``--rows`` and the report derive everything
 from the specs (:func:`row_specs`): there is no list of row names anywhere else, and a row added here
 (or a memory system registered in :data:`cfjax.registry.MEMORY_SYSTEMS`, which becomes a Table 1 row
@@ -10,7 +10,7 @@ through :func:`cfjax.memory.recall_episode`) appears in the run, the tables and 
 edit to the runner or the report.
 
 ``none`` and ``cf_memory`` (the pairing reference and the full method whose selector the interventions
-reuse) are run by :func:`cfjax.experiments.countermem.run_unit` itself (``run=None``).
+reuse) are run by :func:`cfjax.experiments.countermem.runner.run_unit` itself (``run=None``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from cfjax.countermem import baselines as B
 from cfjax.countermem.agent import skip_policy, top1_policy
-from cfjax.countermem.pipeline import _EP_BUILD, _greedy_policy, construct, jitted_selector, train_selector
+from cfjax.countermem.pipeline import EP_BUILD, greedy_policy, construct, jitted_selector, train_selector
 from cfjax.countermem.store import MemoryStore, Retrieved
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.scripted import stable_seed
@@ -34,7 +34,7 @@ from cfjax.registry import MEMORY_SYSTEMS, ROWS
 from cfjax.types import Task
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cfjax.experiments.countermem import UnitContext
+    from cfjax.experiments.countermem.runner import UnitContext
 
 __all__ = ["RowSpec", "TABLES", "RETENTION_RULES", "row_specs", "row_names", "rows_in", "register_row",
            "memory_row"]
@@ -101,7 +101,7 @@ def memory_row(info: MemorySystemInfo) -> RowSpec:
         max_attempts = ctx.config.agent.max_attempts
         system = info.make(SystemContext(ctx.backbone, ctx.suite.edits, max_attempts, ctx.seed, led))
         system.build(build_experience(list(ctx.splits.build), backbone=ctx.backbone, world=ctx.world,
-                                      edits=ctx.suite.edits, ledger=led, episode0=_EP_BUILD,
+                                      edits=ctx.suite.edits, ledger=led, episode0=EP_BUILD,
                                       max_attempts=max_attempts))
         system.freeze()
         m = ctx.run_rows(info.name, lambda e, tk, ledger: recall_episode(
@@ -155,7 +155,7 @@ def _rebuilt(ctx: "UnitContext", name: str, cfg) -> dict:
     ag = ctx.agent(st, cfg)
     construct(ag, ctx.splits.build, seed=ctx.seed, progress=ctx.progress)
     params, _, _ = train_selector(ag, ctx.splits.train, ctx.splits.val, seed=ctx.selector_seed, progress=ctx.progress)
-    m = ctx.agent_rows(name, ag, _greedy_policy(jitted_selector(cfg.dqn), params), memory=True)
+    m = ctx.agent_rows(name, ag, greedy_policy(jitted_selector(cfg.dqn), params), memory=True)
     m["records"] = len(st)
     return m
 
@@ -274,7 +274,7 @@ def _accumulation(ctx: "UnitContext") -> dict:
         if n > len(stream):
             break
         while done < n:
-            agent.run_episode(stream[done], policy, ledger, episode=_EP_BUILD + 500_000 + done, construct=True,
+            agent.run_episode(stream[done], policy, ledger, episode=EP_BUILD + 500_000 + done, construct=True,
                               rng=rng)
             done += 1
         snap = MemoryStore.from_payload(store.to_payload(), ctx.suite.edits)

@@ -47,14 +47,14 @@ from pathlib import Path
 from cfjax.config import CounterMemConfig
 from cfjax.countermem.agent import Agent, Episode, Policy, skip_policy
 from cfjax.countermem.metrics import row_metrics
-from cfjax.countermem.pipeline import _EP_EVAL, _greedy_policy, construct, jitted_selector, train_selector
+from cfjax.countermem.pipeline import EP_EVAL, greedy_policy, construct, jitted_selector, train_selector
 from cfjax.countermem.store import MemoryStore
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import Backbone
-from cfjax.experiments.backbones import (BackboneSpec, backbone_spec, backbone_stats, default_cache_path,
-                                         default_workers)
-from cfjax.experiments.common import finite, spread
-from cfjax.experiments.rows import row_names, row_specs
+from cfjax.experiments.backbones import (BackboneSpec, agent_title, backbone_spec, backbone_stats,
+                                         default_cache_path, default_workers, resolve_agents)
+from cfjax.experiments.common import finite, quick_splits, spread
+from cfjax.experiments.countermem.rows import row_names, row_specs
 from cfjax.domains.base import TRANSFER_CONDITIONS, Suite, transfer_condition
 from cfjax.types import Splits, Task
 from cfjax.infra.cache import CachedWorld
@@ -70,7 +70,7 @@ ProgressFactory = Callable[[str, int], object]
 
 
 def expand_rows(rows: Sequence[str]) -> tuple[str, ...]:
-    """Validate ``--rows`` (``all`` = every row of :func:`~cfjax.experiments.rows.row_specs`);
+    """Validate ``--rows`` (``all`` = every row of :func:`~cfjax.experiments.countermem.rows.row_specs`);
     ``none`` and ``cf_memory`` are always run (the pairing reference and the selector every
     intervention reuses)."""
     rows = list(rows)
@@ -85,14 +85,6 @@ def expand_rows(rows: Sequence[str]) -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------- one unit
-
-
-def quick_splits(splits: Splits, max_tasks: int) -> Splits:
-    """At most ``max_tasks`` of build/train/eval (val: a quarter), taken evenly along each split so
-    that every family and transfer condition stays represented."""
-    m = max_tasks
-    return Splits(tuple(spread(splits.build, m)), tuple(spread(splits.train, m)),
-                  tuple(spread(splits.val, max(2, m // 4))), tuple(spread(splits.eval, m)))
 
 
 @dataclass(frozen=True)
@@ -137,7 +129,7 @@ class UnitContext:
 
         def one(i: int) -> tuple[Episode, Ledger]:
             led = Ledger(name)
-            ep = fn(_EP_EVAL + i, tasks[i], led)
+            ep = fn(EP_EVAL + i, tasks[i], led)
             bar.update(1)
             return ep, led
 
@@ -204,7 +196,7 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     agent = ctx.agent(store)
     construct(agent, splits.build, seed=seed, progress=progress)
     params, tlog, _ = train_selector(agent, splits.train, splits.val, seed=selector_seed, progress=progress)
-    greedy = _greedy_policy(jitted_selector(config.dqn), params)
+    greedy = greedy_policy(jitted_selector(config.dqn), params)
     res["store"] = dict(store.summary())
     if out_dir is not None:
         from cfjax.infra.checkpoint import save_params
@@ -331,6 +323,7 @@ def run_job(job: UnitJob, progress: ProgressFactory | None = None, log: Callable
                        split_seed=job.split_seed, selector_seed=job.selector_seed, threads=job.threads,
                        progress=progress, log=log, out_dir=job.out_dir)
         res["llm"] = backbone_stats(bb)
+        res["agent"] = job.backbone.agent
     finally:
         close = getattr(bb, "close", None)
         if close is not None:
@@ -342,9 +335,10 @@ def make_jobs(cfg: CounterMemConfig, roots: dict[str, Path], *, rows: Sequence[s
               max_tasks: int | None = None, threads: int = 1, out: Path | None = None) -> list[UnitJob]:
     """One job per (suite, split seed, backbone seed); the suite's ``j``-th unit (split-major) trains
     its selector with ``cfg.selector_seed(j)``. ``out`` (optional) gets each unit's store and selector
-    under ``<suite>/split_<s>/seed_<b>/``."""
+    under ``<suite>/split_<s>/seed_<b>/`` (``seed_<b>_<agent>/`` for a base agent other than ReAct)."""
+    tag = "" if backbone.agent == "react" else f"_{backbone.agent}"
     return [UnitJob(n, str(roots[n]), seed, cfg, tuple(rows), backbone, max_tasks, threads,
-                    None if out is None else str(Path(out) / n / f"split_{sp}" / f"seed_{seed}"),
+                    None if out is None else str(Path(out) / n / f"split_{sp}" / f"seed_{seed}{tag}"),
                     split_seed=sp, selector_seed=cfg.selector_seed(j))
             for n in roots
             for j, (sp, seed) in enumerate((sp, seed) for sp in cfg.split_seeds for seed in cfg.seeds)]
@@ -439,7 +433,7 @@ def progress_bars(enabled: bool) -> ProgressFactory:
     return make
 
 
-#: the figures ``cfjax countermem report`` draws (:func:`cfjax.experiments.report.draw_figures`)
+#: the figures ``cfjax countermem report`` draws (:func:`cfjax.experiments.countermem.report.draw_figures`)
 RUN_FIGURES = ("accumulation.png", "retention.png", "transfer.png", "ablations.png", "rescued_broken.png")
 
 
@@ -456,8 +450,16 @@ def run_outputs() -> list[str]:
 def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, rows: Sequence[str] | None = None,
              backbone: BackboneSpec | str = "scripted", workers: int | None = None, threads: int | None = None,
              max_tasks: int | None = None, quick: bool = False, progress: bool = True,
-             log: Callable[[str], None] = print, existing: str = "refuse", executor: Executor = "local") -> dict:
+             log: Callable[[str], None] = print, existing: str = "refuse", executor: Executor = "local",
+             agents: Sequence[str] | None = None) -> dict:
     """``cfjax countermem run``: every (suite, seed) unit with ``rows``, aggregated and written.
+
+    ``agents`` (``--agent``; default: the spec's own, ``react``) are the base agents
+    (:mod:`cfjax.agents`) the units run under: every unit runs once per agent, each unit records its
+    ``"agent"``, and the report prints Table 1 (and the rest) per agent. ``results.json``'s
+    ``summary`` and ``outcomes`` are those of the first agent (its ``"agent"``); with several agents,
+    ``"agents"`` lists them and ``"by_agent"`` holds each one's ``summary`` and ``outcomes`` (the
+    figures are drawn for the first agent).
 
     Runs every (suite, split seed, backbone seed) unit. Writes ``out/config.toml``,
     ``out/results.json`` (the summary with intervals, every unit, and the per-task paired
@@ -479,13 +481,15 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
 
     from cfjax.config import save_toml, to_dict
     from cfjax.domains import build_suite
-    from cfjax.experiments.report import aggregate, collect_outcomes, format_report
+    from cfjax.experiments.countermem.report import aggregate, collect_outcomes, format_report
     from cfjax.experiments.transport import format_llm, merge_llm
     from cfjax.infra.io import atomic_write_text, prepare_output_dir
 
     names = resolve_suites(suites)
     rows = expand_rows(rows or ["all"])
     spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
+    agents = resolve_agents(agents if agents else spec.agent)
+    specs = {a: dataclasses.replace(spec, agent=a) for a in agents}
     threads = threads if threads is not None else spec.max_inflight
     workers = workers if workers is not None else default_workers(spec)
     out = Path(out)
@@ -495,36 +499,55 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     for n in names:
         roots[n] = out / "suites" / n
         build_suite(n, roots[n])
-    jobs = make_jobs(cfg, roots, rows=rows, backbone=spec, max_tasks=max_tasks, threads=threads, out=out)
+    jobs = [j for a in agents
+            for j in make_jobs(cfg, roots, rows=rows, backbone=specs[a], max_tasks=max_tasks, threads=threads, out=out)]
     save_toml(cfg, out / "config.toml")
-    log(f"cfjax countermem run: suites={names} backbone={spec.label} seeds={list(cfg.seeds)} "
+    log(f"cfjax countermem run: suites={names} backbone={spec.backbone_label} agents={list(agents)} "
+        f"seeds={list(cfg.seeds)} "
         f"split_seeds={list(cfg.split_seeds)} selector_seeds={list(cfg.selector_seeds)} "
         f"rows={len(rows)} units={len(jobs)} workers={workers} threads={threads}"
         f"{' (quick)' if quick else ''} → {out}")
     t0 = time.perf_counter()
     units = run_jobs(jobs, workers=workers, progress=progress_bars(progress and workers <= 1 and is_local(executor)),
                      log=log, executor=executor)
-    outcomes = collect_outcomes(units)
-    summary = aggregate(units, outcomes)
+    by_agent = {}
+    for a in agents:
+        mine = [u for u in units if u.get("agent", "react") == a]
+        o = collect_outcomes(mine)
+        by_agent[a] = {"backbone": specs[a].label, "summary": aggregate(mine, o), "outcomes": o}
+    first = agents[0]
+    outcomes, summary = by_agent[first]["outcomes"], by_agent[first]["summary"]
     llm = merge_llm(u.get("llm") for u in units)
-    payload = {"backbone": spec.label, "llm": llm, "suites": names, "seeds": list(cfg.seeds),
+    label = specs[first].label if len(agents) == 1 else spec.backbone_label
+    payload = {"backbone": label, "agent": first, "llm": llm, "suites": names, "seeds": list(cfg.seeds),
                "split_seeds": list(cfg.split_seeds), "rows": list(rows), "outcomes": outcomes,
                "quick": bool(quick), "max_tasks": max_tasks, "workers": workers, "threads": threads,
                "executor": "local" if is_local(executor) else "ray",
                "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "units": units,
                "config": to_dict(cfg)}
+    if len(agents) > 1:
+        payload["agents"] = list(agents)
+        payload["by_agent"] = by_agent
     atomic_write_text(out / "results.json", json.dumps(finite(payload), indent=1) + "\n")
-    report = format_report(summary, backbone=spec.label)
+    report = "\n\n".join(format_report(by_agent[a]["summary"], backbone=specs[a].label, agent=agent_title(a))
+                         for a in agents)
     if llm:
         report += "\n\n" + format_llm(llm)
     atomic_write_text(out / "report.txt", report + "\n")
-    from cfjax.experiments.report import draw_figures
+    from cfjax.experiments.countermem.report import draw_figures
 
-    figures = draw_figures(payload, out / "figures")
+    figures = draw_figures(dict(payload, backbone=specs[first].label), out / "figures")
     log(report)
     log(f"\nwrote {out / 'results.json'}, {out / 'report.txt'}, {len(figures)} figure(s) under {out / 'figures'}, "
         f"stores and selectors under {out}/<suite>/split_*/seed_*/ ({payload['seconds']:.0f}s)")
     return payload
+
+
+def _agent_title(name: str) -> str:
+    """A recorded agent's title (the name itself when no plugin registers it any more)."""
+    from cfjax.registry import AGENTS
+
+    return AGENTS.get(name).title if name in AGENTS else name
 
 
 def report_main(run_dir: str | Path, *, out: str | Path | None = None, log: Callable[[str], None] = print,
@@ -536,7 +559,7 @@ def report_main(run_dir: str | Path, *, out: str | Path | None = None, log: Call
     first (other files are kept), ``"resume"`` is refused (nothing to continue). The run's own
     ``DIR/figures`` (which ``countermem run`` draws) is redrawn in place when it holds only
     :data:`RUN_FIGURES`: they are the same function of the same results."""
-    from cfjax.experiments.report import draw_figures, format_report, load_results
+    from cfjax.experiments.countermem.report import draw_figures, format_report, load_results
     from cfjax.infra.io import prepare_output_dir
 
     res = load_results(run_dir)
@@ -546,7 +569,12 @@ def report_main(run_dir: str | Path, *, out: str | Path | None = None, log: Call
         existing = "force"
     prepare_output_dir(fig_dir, existing=existing, owned=RUN_FIGURES, resumable=False,
                        command="cfjax countermem report")
-    log(format_report(res["summary"], backbone=res.get("backbone", "")))
+    if isinstance(res.get("by_agent"), dict):  # several base agents: every agent's tables
+        log("\n\n".join(format_report(b["summary"], backbone=b.get("backbone", res.get("backbone", "")),
+                                      agent=_agent_title(a)) for a, b in res["by_agent"].items()))
+    else:
+        log(format_report(res["summary"], backbone=res.get("backbone", ""),
+                          agent=_agent_title(res["agent"]) if "agent" in res else None))
     paths = draw_figures(res, fig_dir)
     for p in paths:
         log(f"wrote {p}")

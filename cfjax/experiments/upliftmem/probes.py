@@ -41,7 +41,7 @@ STRATEGIES = ("evsi", "random", "mcstd", "eig")
 
 def _one_seed(suite, cfg: UpliftConfig, seed: int, strategies: Sequence[str], budgets: Sequence[int],
               log: Callable[[str], None]) -> dict:
-    from cfjax.experiments.countermem import BackboneSpec, quick_splits
+    from cfjax.experiments.countermem.runner import BackboneSpec, quick_splits
     from cfjax.uplift import AgentExecutor, UpliftRun
     from cfjax.uplift.probing import WindowTask
 
@@ -180,10 +180,10 @@ def _plot(payload: dict, path: Path) -> None:
 def probes_main(*, suites: Sequence[str], out: str | Path, quick: bool = False, seeds: Sequence[int] = (0,),
                 log: Callable[[str], None] = print, existing: str = "refuse", cfg: UpliftConfig | None = None) -> dict:
     """``cfjax upliftmem probes``. ``cfg``: the config (the CLI's, with its ``--set`` overrides);
-    ``None`` = :func:`~cfjax.experiments.uplift.quick_config` if ``quick``, else the defaults.
+    ``None`` = :func:`~cfjax.experiments.upliftmem.runner.quick_config` if ``quick``, else the defaults.
     ``probes.json`` records it under ``"config"``."""
-    from cfjax.experiments.countermem import resolve_suites
-    from cfjax.experiments.uplift import quick_config
+    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.upliftmem.runner import quick_config
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)

@@ -1,8 +1,8 @@
 """Analysis of the MemSyco-like suite's native retrieval: how often it pulls a misleading memory in.
 
-It reads the roles of each task's memories from the world side (:func:`~cfjax.experiments.memsyco.world.memory_roles`,
+It reads the roles of each task's memories from the world side (:func:`~cfjax.experiments.upliftmem.memsyco.world.memory_roles`,
 the reader of the answer keys) and ranks the suite's stores with its native retriever
-(:func:`~cfjax.experiments.memsyco.suite.native_retrieve`). It lives apart from both so that the world
+(:func:`~cfjax.experiments.upliftmem.memsyco.suite.native_retrieve`). It lives apart from both so that the world
 never imports the suite (the suite builds its world; no import cycle).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from cfjax.experiments.memsyco.suite import STORES, native_retrieve
-from cfjax.experiments.memsyco.world import memory_roles
+from cfjax.experiments.upliftmem.memsyco.suite import STORES, native_retrieve
+from cfjax.experiments.upliftmem.memsyco.world import memory_roles
 from cfjax.types import Task
 
 __all__ = ["native_retrieval_report"]

@@ -9,24 +9,24 @@ Per (store, K, variant) one :class:`cfjax.uplift.UpliftRun`:
 * the **store** is fixed: every memory of every instance's store (``suite.store(task, store)``) is
   registered and admitted in a :class:`~cfjax.uplift.MemoryPool` with the suite's memory ids, and the
   run's ``recall=`` returns *that task's own* store, whole, in native similarity order (the suite's
-  :func:`~cfjax.experiments.memsyco.native_retrieve` ranking) with its cosine similarities. So the native
+  :func:`~cfjax.experiments.upliftmem.memsyco.native_retrieve` ranking) with its cosine similarities. So the native
   row (``similarity_topk``: recall order, first K) and the trained retriever see exactly the same
   candidates;
-* the **executor** is fixed: :class:`~cfjax.experiments.memsyco.MemSycoExecutor` (a scripted answerer —
+* the **executor** is fixed: :class:`~cfjax.experiments.upliftmem.memsyco.MemSycoExecutor` (a scripted answerer —
   a simulator, not an LLM), ``writer_backbone=None`` (no writing: bootstrap only runs its no-memory
   references, then bootstrap probing);
 * training: ``bootstrap(train)`` (probing), ``warmup()``, ``train(train)``; evaluation on the test
   split with the fixed checkpoint, rows ``no_memory``, ``similarity_topk`` and the variant, over
   ``repeats`` draft seeds.
 
-Per row: Decision, Syco, Select, Old, Correct (:func:`cfjax.experiments.memsyco.metrics`), per store
+Per row: Decision, Syco, Select, Old, Correct (:func:`cfjax.experiments.upliftmem.memsyco.metrics`), per store
 averaged over the repeats, then over stores with equal weight. Per variant: the paired 95%
 task-bootstrap interval of (variant − native) for each metric (:mod:`cfjax.experiments.stats`: one
 cluster per (store, scenario), weights equal per store and per scenario, so the point estimate is
 exactly the table's store-averaged difference).
 
 Run: ``cfjax upliftmem controlled --out DIR [--quick]`` (:func:`controlled_main`; ``python -m
-cfjax.experiments.uplift_controlled`` is the same command). The executor is the suite's scripted
+cfjax.experiments.upliftmem.controlled`` is the same command). The executor is the suite's scripted
 answerer, held fixed so that only the retriever changes: the command refuses a non-scripted
 ``--backbone`` (an LLM would answer the prompts, not the suite's frozen executor).
 """
@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from cfjax.config.uplift import UpliftConfig
-from cfjax.experiments.memsyco import (SCENARIOS, STORES, MemSycoConfig, MemSycoExecutor, build_suite, metrics,
+from cfjax.experiments.upliftmem.memsyco import (SCENARIOS, STORES, MemSycoConfig, MemSycoExecutor, build_suite, metrics,
                                        native_retrieve)
-from cfjax.experiments.memsyco.suite import query_text
+from cfjax.experiments.upliftmem.memsyco.suite import query_text
 from cfjax.experiments.stats import clusters_from_outcomes, fmt_interval, paired_difference
 from cfjax.infra.embed import HashingEmbedder
 from cfjax.experiments.common import write_results
@@ -344,7 +344,7 @@ def controlled_main(*, out: str | Path, quick: bool = False, small: bool = False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m cfjax.experiments.uplift_controlled ARGS`` = ``cfjax upliftmem controlled ARGS``."""
+    """``python -m cfjax.experiments.upliftmem.controlled ARGS`` = ``cfjax upliftmem controlled ARGS``."""
     from cfjax.cli import main as cli_main
 
     return cli_main(["upliftmem", "controlled", *(sys.argv[1:] if argv is None else argv)])

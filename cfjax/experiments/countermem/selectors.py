@@ -18,7 +18,7 @@ from cfjax.config import CounterMemConfig
 from cfjax.countermem.agent import Agent
 from cfjax.countermem.pipeline import construct
 from cfjax.countermem.store import InvalidStoreError, MemoryStore
-from cfjax.experiments.countermem import progress_bars, suite_world_kwargs
+from cfjax.experiments.countermem.runner import progress_bars, suite_world_kwargs
 from cfjax.kernels import dqn
 
 __all__ = ["table_main", "train_selectors_main", "table_outputs"]
@@ -90,7 +90,7 @@ def table_main(cfg: CounterMemConfig, *, suite: str, out: str | Path, seed: int 
     ex = resolve_executor(executor)
     make_parts = None
     if not is_local(ex):
-        from cfjax.experiments.table_jobs import ray_table_parts
+        from cfjax.experiments.countermem.table_jobs import ray_table_parts
 
         make_parts = ray_table_parts(ex, suite=suite, root=out / "suites" / suite, config=cfg, seed=seed,
                                      splits=splits, samples=samples, store_payload=store.to_payload(), log=log)
@@ -202,7 +202,7 @@ def _fmt_return(d: dict, signed: bool = False) -> str:
 
 def comparison_lines(comparison: dict, names: Sequence[str]) -> list[str]:
     """The printed held-out comparison: fixed policies and every learned selector, with intervals."""
-    from cfjax.countermem.selectors import _FIXED_LABELS, verdict
+    from cfjax.countermem.selectors import FIXED_LABELS, verdict
     from cfjax.experiments.stats import fmt_interval
 
     c = comparison
@@ -214,7 +214,7 @@ def comparison_lines(comparison: dict, names: Sequence[str]) -> list[str]:
     for name, block in zip(names, c["points"]):
         for k, d in block["fixed"].items():
             note = "   (hindsight upper bound)" if k == "oracle" else ""
-            lines.append(f"{name:<28}{_FIXED_LABELS[k]:<22}{_fmt_return(d['return']):>24}"
+            lines.append(f"{name:<28}{FIXED_LABELS[k]:<22}{_fmt_return(d['return']):>24}"
                          f"{fmt_interval(d['solved']):>22}{'':>27}{'':>24}{note}")
         for sel in block["selectors"]:
             label = f"DQN {'best ckpt' if sel['params'] == 'best' else 'final'} " \

@@ -4,7 +4,7 @@ task-bootstrap intervals; write results and plots.
 One *job* is one (suite, split seed, row, backbone seed): the suite from
 :func:`cfjax.domains.open_suite`, its split ``suite.splits(seed=split_seed)``,
 its world (memoised, :class:`~cfjax.infra.cache.CachedWorld`) and edit model, a
-backbone from a :class:`~cfjax.experiments.countermem.BackboneSpec` (scripted:
+backbone from a :class:`~cfjax.experiments.countermem.runner.BackboneSpec` (scripted:
 ``ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=...))``, or an
 OpenAI-compatible server), and :func:`cfjax.antipersist.protocol.run_method`.
 Jobs are independent and fully seeded, so they run on a small process pool
@@ -60,9 +60,9 @@ import numpy as np
 from cfjax.antipersist.guidance import MODES
 from cfjax.antipersist.protocol import ROWS, APConfig, reproduced_errors, run_method, run_system
 from cfjax.registry import MEMORY_SYSTEMS
-from cfjax.experiments.common import finite, run_pool, spread
-from cfjax.infra.cache import CachedWorld
-from cfjax.experiments.countermem import BackboneSpec
+from cfjax.experiments.common import clear_dir, finite, run_pool, spread
+from cfjax.experiments.worlds import SharedWorld, close_worlds, open_world
+from cfjax.experiments.backbones import BackboneSpec
 from cfjax.experiments.transport import format_llm, merge_llm
 from cfjax.infra.executors import Executor, is_local
 from cfjax.experiments.stats import bootstrap, clusters_from_outcomes, fmt_interval, paired_difference
@@ -97,83 +97,10 @@ class APJob:
 
 # --------------------------------------------------------------------------- one job
 
-class SharedWorld(CachedWorld):
-    """A memoising world whose cache the worker processes of one run share (a SQLite file, WAL mode).
-
-    Like :class:`~cfjax.infra.cache.CachedWorld` — which it extends across processes — it relies on
-    every cfjax world being a pure function of the task's fixed state and the action text: a check
-    another process already ran is read back instead of re-run (the agent still makes, and the ledger
-    still counts, every call). Outcomes that did not complete (timeouts, infrastructure failures) are
-    never cached. The file is a scratch cache of one run (:func:`run_all` deletes it at the start and
-    the end), so no outcome outlives the code that produced it.
-    """
-
-    def __init__(self, world, path: str) -> None:
-        import sqlite3
-
-        super().__init__(world)
-        self.path = path
-        self._db = sqlite3.connect(path, timeout=120, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=OFF")
-        self._db.execute("CREATE TABLE IF NOT EXISTS outcome (task TEXT, action TEXT, value TEXT, "
-                         "PRIMARY KEY (task, action))")
-
-    def evaluate(self, task, action: str):
-        """:meth:`CachedWorld.evaluate`, with the other processes' completed checks read in first and
-        this process's new ones written out."""
-        from cfjax.types import Outcome
-
-        key = (task.task_id, action.strip())
-        if key not in self._cache:
-            row = self._db.execute("SELECT value FROM outcome WHERE task = ? AND action = ?", key).fetchone()
-            if row is not None:
-                fields = json.loads(row[0])
-                if len(fields) > 6:  # sandbox_missing (absent from rows of older caches)
-                    fields[6] = tuple(fields[6])
-                with self._lock:
-                    self._cache[key] = Outcome(*fields)
-        misses = self.misses
-        out = super().evaluate(task, action)
-        if self.misses > misses and out.completed:
-            value = json.dumps([out.score, out.solved, out.completed, out.feedback, out.error, out.elapsed_s,
-                                list(out.sandbox_missing)])
-            self._db.execute("INSERT OR IGNORE INTO outcome VALUES (?, ?, ?)", (*key, value))
-        return out
-
-    def close(self) -> None:
-        self._db.close()
-
-
-_OPEN: dict[tuple[str, str, str], tuple] = {}  # (suite, root, cache) → (suite, raw world, memoised world)
-
-
-def _open(name: str, root: str, cache: str = ""):
-    """The suite and its memoised world, shared by every job this process runs (pure worlds)."""
-    got = _OPEN.get((name, root, cache))
-    if got is None:
-        from cfjax.domains import open_suite
-
-        suite = open_suite(name, root)
-        raw = suite.world()
-        got = _OPEN[(name, root, cache)] = (suite, raw, SharedWorld(raw, cache) if cache else CachedWorld(raw))
-    return got
-
-
-def _close_all() -> None:
-    """Close this process's worlds (the serial runner calls it when its jobs are done)."""
-    for _, raw, memo in _OPEN.values():
-        for w in (memo, raw):
-            close = getattr(w, "close", None)
-            if close is not None:
-                close()
-    _OPEN.clear()
-
-
 def run_job(job: APJob) -> dict:
     """One (suite, split, row, seed): K iterations; returns plain data (the function worker processes run)."""
     t0 = time.perf_counter()
-    suite, _, world = _open(job.suite, job.root, job.world_cache)
+    suite, _, world = open_world(job.suite, job.root, job.world_cache)
     misses0 = world.misses
     sp = suite.splits(seed=job.split_seed)
     train_pool = list(sp.build) + list(sp.train) + list(sp.val)
@@ -199,7 +126,7 @@ def run_job(job: APJob) -> dict:
         for k in ("solved", "eval_sims"):
             d.pop(k)
         iters.append(d)
-    from cfjax.experiments.countermem import backbone_stats
+    from cfjax.experiments.countermem.runner import backbone_stats
 
     return {"suite": job.suite, "split_seed": job.split_seed, "row": job.row, "seed": job.seed,
             "llm": backbone_stats(backbone), "iterations": iters,
@@ -256,7 +183,7 @@ def _run_jobs(jobs: Sequence[APJob], workers: int, log: Callable[[str], None], l
             f"{d['iterations'][-1]['success']:.1f}% ({d['profile']['seconds']:.0f}s) [{label}]")
 
     return run_pool(run_job, jobs, workers=workers, cost=_cost, note=note, initializer=_init_worker,
-                    serial_done=_close_all, executor=executor)
+                    serial_done=close_worlds, executor=executor)
 
 
 # --------------------------------------------------------------------------- the run
@@ -289,14 +216,14 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
         built[s] = build_suite(s, roots[s])  # once, before the workers read it
     scratch = out / ".world_cache"
     caches = {s: str(scratch / f"{s}.sqlite") if is_local(executor) else "" for s in suites}
-    _clear(scratch)
+    clear_dir(scratch)
     scratch.mkdir()
     jobs = [APJob(s, str(roots[s]), r, seed, cfg, str(out / s), spec, split, caches[s]) for s in suites
             for split in cfg.split_seeds for r in rows for seed in cfg.seeds]
     try:
         done = _run_jobs(jobs, workers, log, spec.label, executor)
     finally:
-        _clear(scratch)
+        clear_dir(scratch)
     per_suite = {}
     for s in suites:
         payload = aggregate([j for j in done if j["suite"] == s], suite=s, rows=rows, cfg=cfg, label=spec.label)
@@ -306,7 +233,7 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
         log(format_table(payload))
         per_suite[s] = payload
     outcomes = {s: p["outcomes"][s] for s, p in per_suite.items()}
-    combined = {"backbone": spec.label, "suites": per_suite, "seeds": list(cfg.seeds),
+    combined = {"backbone": spec.label, "agent": spec.agent, "suites": per_suite, "seeds": list(cfg.seeds),
                 "split_seeds": list(cfg.split_seeds), "rows": list(rows), "outcomes": outcomes,
                 "summary": summarize(outcomes, per_suite, rows)}
     combined["llm"] = merge_llm(j.get("llm") for j in done)
@@ -316,12 +243,6 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
     atomic_write_text(out / "report.txt", report + "\n")
     log(format_summary(combined))
     return combined
-
-
-def _clear(d: Path) -> None:
-    import shutil
-
-    shutil.rmtree(d, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- aggregation with intervals
@@ -668,7 +589,7 @@ def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Seq
     """
     import os
 
-    from cfjax.experiments.countermem import backbone_spec, default_workers, resolve_suites
+    from cfjax.experiments.countermem.runner import backbone_spec, default_workers, resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)

@@ -1,8 +1,8 @@
 """The frozen executor of the MemSyco-like suite (:class:`~cfjax.uplift.core.SetExecutor`).
 
 :class:`MemSycoExecutor` wires the agent-side scripted answerer
-(:mod:`cfjax.experiments.memsyco.answerer`, which sees the prompt material and the memory texts only) to
-the world-side grader and competence interface (:mod:`cfjax.experiments.memsyco.world`, the only readers
+(:mod:`cfjax.experiments.upliftmem.memsyco.answerer`, which sees the prompt material and the memory texts only) to
+the world-side grader and competence interface (:mod:`cfjax.experiments.upliftmem.memsyco.world`, the only readers
 of answer keys). It reads no key itself: it hands the answerer's reply text to the world and copies
 the world's ``info`` into the :class:`~cfjax.uplift.core.Execution`.
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cfjax.experiments.memsyco.answerer import ScriptedAnswerer, format_reply, render_prompt
-from cfjax.experiments.memsyco.config import MemSycoConfig
+from cfjax.experiments.upliftmem.memsyco.answerer import ScriptedAnswerer, format_reply, render_prompt
+from cfjax.experiments.upliftmem.memsyco.config import MemSycoConfig
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.prompts import count_tokens
 from cfjax.types import Attempt, Task, Usage
@@ -31,7 +31,7 @@ __all__ = ["MemSycoExecutor"]
 
 
 class MemSycoExecutor:
-    """``SetExecutor`` over a :class:`~cfjax.experiments.memsyco.suite.MemSycoSuite`.
+    """``SetExecutor`` over a :class:`~cfjax.experiments.upliftmem.memsyco.suite.MemSycoSuite`.
 
     Args:
       suite: the suite (supplies the world and the competence interface).

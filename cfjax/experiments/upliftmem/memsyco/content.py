@@ -13,7 +13,7 @@ Every scenario has at least eight topics. A topic holds
   drawn per instance (the evidence, the user's fact, the outdated and the updated value);
 * ``said`` / ``summary`` / ``short`` — the same memory in the user's words, as a third-person fact
   and as a compressed note (``{v}`` is the memory's claim, one of the options); the five store styles
-  of :mod:`cfjax.experiments.memsyco.suite` are built from these;
+  of :mod:`cfjax.experiments.upliftmem.memsyco.suite` are built from these;
 * ``context`` — the current turn (``{v}``: the evidence of ``evidence_conflict``);
 * ``scope`` — where a ``scope_control`` preference applies;
 * ``near`` — a *near-miss distractor*: a memory on another topic that shares the query's words

@@ -1,11 +1,11 @@
 """The world side of the MemSyco-like suite: grading, the competence interface, the memories' roles.
 
-**The boundary.** This module is the *only* one of :mod:`cfjax.experiments.memsyco` that reads an
-:class:`~cfjax.types.AnswerKey` field. :mod:`~cfjax.experiments.memsyco.suite` writes the keys (it never
-reads one back), :mod:`~cfjax.experiments.memsyco.answerer` and :mod:`~cfjax.experiments.memsyco.executor`
+**The boundary.** This module is the *only* one of :mod:`cfjax.experiments.upliftmem.memsyco` that reads an
+:class:`~cfjax.types.AnswerKey` field. :mod:`~cfjax.experiments.upliftmem.memsyco.suite` writes the keys (it never
+reads one back), :mod:`~cfjax.experiments.upliftmem.memsyco.answerer` and :mod:`~cfjax.experiments.upliftmem.memsyco.executor`
 (both marked agent-side, :data:`cfjax.types.AGENT_SIDE_MARKER`: the guard watches them although they live
 under ``cfjax.experiments``) see tasks, memory texts and the two objects below, and
-:mod:`~cfjax.experiments.memsyco.metrics` reads the world's ``info``. ``tests/experiments/memsyco`` runs
+:mod:`~cfjax.experiments.upliftmem.memsyco.metrics` reads the world's ``info``. ``tests/experiments/memsyco`` runs
 the executor under :func:`~cfjax.types.answer_key_guard`, also with the allowed readers narrowed to this
 module.
 
@@ -14,9 +14,9 @@ module.
 * :class:`MemSycoKnowledge` is the competence interface: what a model with general knowledge knows
   (the scripted answerer asks it only after its own ``p_know`` draw succeeded).
 * :func:`memory_roles` — the memory ids of each role of one task's key (analysis:
-  :func:`cfjax.experiments.memsyco.analysis.native_retrieval_report`).
+  :func:`cfjax.experiments.upliftmem.memsyco.analysis.native_retrieval_report`).
 
-This module imports nothing of the suite (:mod:`~cfjax.experiments.memsyco.suite` builds the world
+This module imports nothing of the suite (:mod:`~cfjax.experiments.upliftmem.memsyco.suite` builds the world
 from its keys; the world never needs the suite).
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cfjax.experiments.memsyco.answerer import parse_reply
+from cfjax.experiments.upliftmem.memsyco.answerer import parse_reply
 from cfjax.types import AnswerKey, Outcome, Task
 
 __all__ = ["MemSycoWorld", "MemSycoKnowledge", "DECISION_SCENARIOS", "KNOWABLE_SCENARIOS", "memory_roles"]

@@ -2,9 +2,9 @@
 
 papers/upliftmem.md §5.3 (RQ2), App. D.2: *the store and the executor are held fixed, only the retriever
 changes* — here on the built-in domains (``sql``, ``pybugs``, ``sat``) instead of the MemSyco-like suite
-(:mod:`cfjax.experiments.uplift_controlled` is the same swap there).
+(:mod:`cfjax.experiments.upliftmem.controlled` is the same swap there).
 
-Per suite (split ``cfg.split_seed``, ``cfg.max_tasks`` tasks per split with :func:`cfjax.experiments.uplift.quick_config`):
+Per suite (split ``cfg.split_seed``, ``cfg.max_tasks`` tasks per split with :func:`cfjax.experiments.upliftmem.runner.quick_config`):
 
 * **the stores**, each built on ``T_build`` only with the scripted backbone, then frozen:
 
@@ -38,11 +38,11 @@ Per suite (split ``cfg.split_seed``, ``cfg.max_tasks`` tasks per split with :fun
 
 Statistics: per (suite, store) each row's success with a paired 95% task-bootstrap interval, and
 ``upliftmem − similarity_topk`` paired over the same tasks and draft seeds
-(:func:`cfjax.experiments.uplift.summarize_rows`, :mod:`cfjax.experiments.stats`); per store over suites,
+(:func:`cfjax.experiments.upliftmem.runner.summarize_rows`, :mod:`cfjax.experiments.stats`); per store over suites,
 each suite one cluster with equal weight.
 
 Run: ``cfjax upliftmem stores --out DIR [--quick] [--suite sql,pybugs,sat] [--backbone ...]``
-(:func:`stores_main`; ``python -m cfjax.experiments.uplift_stores`` is the same command).
+(:func:`stores_main`; ``python -m cfjax.experiments.upliftmem.stores`` is the same command).
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ import numpy as np
 
 from cfjax.config import APConfig, CounterMemConfig, UpliftConfig
 from cfjax.experiments.stats import clusters_from_outcomes, fmt_interval, paired_difference
-from cfjax.experiments.uplift import METHOD, REFERENCE, quick_config, summarize_rows
-from cfjax.experiments.uplift_controlled import NATIVE
+from cfjax.experiments.upliftmem.runner import METHOD, REFERENCE, quick_config, summarize_rows
+from cfjax.experiments.upliftmem.controlled import NATIVE
 from cfjax.experiments.common import write_results
 from cfjax.llm.prompts import count_tokens
 from cfjax.llm.scripted import SCRIPTED_LABEL
@@ -110,7 +110,7 @@ def build_countermem(suite, world, build: Sequence, *, seed: int, cfg: CounterMe
     from cfjax.countermem.agent import Agent
     from cfjax.countermem.pipeline import construct
     from cfjax.countermem.store import MemoryStore
-    from cfjax.experiments.countermem import BackboneSpec
+    from cfjax.experiments.backbones import BackboneSpec
 
     spec = backbone or BackboneSpec("scripted")
     store = MemoryStore(cfg.store, cfg.retrieval, edits=suite.edits)
@@ -126,7 +126,7 @@ def build_antipersist(suite, world, build: Sequence, *, seed: int, out_dir: Path
     held-out evaluation) with ``backbone`` (default the scripted one), frozen. Returns the
     :class:`~cfjax.antipersist.protocol.MethodState`."""
     from cfjax.antipersist.protocol import run_method
-    from cfjax.experiments.countermem import BackboneSpec
+    from cfjax.experiments.backbones import BackboneSpec
 
     spec = backbone or BackboneSpec("scripted")
     cfg = dataclasses.replace(cfg, iterations=1, tasks_per_iteration=len(build))
@@ -183,12 +183,12 @@ def _swap(cfg: UpliftConfig, executor, suite_name: str, k: int, memories: Sequen
 def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_row: str, repeats: int, n_boot: int,
            scratch: Path, log: Callable[[str], None], spec) -> dict:
     from cfjax.domains import build_suite
-    from cfjax.experiments.antipersist import _open
-    from cfjax.experiments.uplift import _splits
+    from cfjax.experiments.worlds import open_world
+    from cfjax.experiments.upliftmem.runner import splits_for
 
     build_suite(name, root)
-    suite, _, world = _open(name, str(root))
-    sp = _splits(suite, cfg)
+    suite, _, world = open_world(name, str(root))
+    sp = splits_for(suite, cfg)
     stream, tasks = list(sp.train) + list(sp.val), list(sp.eval)
     k = cfg.retrieval.k_for(tasks[0].domain)
     executor = AgentExecutor(spec.make(suite, cfg.backbone_seed, cfg), world, suite.edits,
@@ -251,7 +251,7 @@ def run_store_swap(cfg: UpliftConfig, *, suites: Sequence[str] = ("sql",), store
     built (a temporary directory by default). ``backbone``: the
     :class:`~cfjax.experiments.backbones.BackboneSpec` that builds the stores and executes (default the
     scripted one; the payload's ``label`` is its label)."""
-    from cfjax.experiments.antipersist import _close_all
+    from cfjax.experiments.worlds import close_worlds
     from cfjax.experiments.backbones import BackboneSpec
 
     spec = backbone or BackboneSpec("scripted")
@@ -276,7 +276,7 @@ def run_store_swap(cfg: UpliftConfig, *, suites: Sequence[str] = ("sql",), store
             for s in suites:
                 by_suite[s] = _suite(s, base / s, cfg, stores, ap_row, reps, n_boot, Path(tmp), log, spec)
         finally:
-            _close_all()
+            close_worlds()
     summary = {}
     for st in stores:
         outcomes = {s: by_suite[s]["stores"][st]["outcomes"][s] for s in suites}
@@ -320,7 +320,7 @@ def format_store_swap(payload: dict) -> str:
 
 
 def stores_config(*, quick: bool = False, max_tasks: int | None = None, epochs: int | None = None) -> UpliftConfig:
-    """The config of ``cfjax upliftmem stores``: :func:`~cfjax.experiments.uplift.quick_config` with
+    """The config of ``cfjax upliftmem stores``: :func:`~cfjax.experiments.upliftmem.runner.quick_config` with
     ``quick``, then ``max_tasks`` (0 = all) and ``epochs``; a refused value is one
     :class:`~cfjax.config.ConfigError` line naming the flag."""
     from cfjax.config import ConfigError
@@ -346,13 +346,13 @@ def stores_main(*, out: str | Path, suites: Sequence[str] = ("sql",), stores: Se
     line), apply the ``--out`` policy (:func:`cfjax.infra.io.prepare_output_dir`: a non-empty directory is
     refused unless ``existing="force"``, which removes only :data:`OWNED` and ``suites/<suite>/``), run :func:`run_store_swap`
     with the suites built in ``out/suites`` and write ``results.json`` and ``report.txt``. ``quick``: the
-    quick training config (:func:`~cfjax.experiments.uplift.quick_config`), then ``max_tasks`` /
+    quick training config (:func:`~cfjax.experiments.upliftmem.runner.quick_config`), then ``max_tasks`` /
     ``epochs`` (:func:`stores_config`; ``cfg``: a config the caller built so, e.g. with ``--set`` on top).
     ``backbone``: a ``--backbone`` value or a :class:`~cfjax.experiments.backbones.BackboneSpec`
     (default scripted)."""
     from cfjax.config import ConfigError
     from cfjax.experiments.backbones import BackboneSpec, backbone_spec
-    from cfjax.experiments.countermem import resolve_suites
+    from cfjax.experiments.countermem.runner import resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(list(suites) or ["sql"])
@@ -383,7 +383,7 @@ def stores_main(*, out: str | Path, suites: Sequence[str] = ("sql",), stores: Se
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m cfjax.experiments.uplift_stores ARGS`` = ``cfjax upliftmem stores ARGS``."""
+    """``python -m cfjax.experiments.upliftmem.stores ARGS`` = ``cfjax upliftmem stores ARGS``."""
     from cfjax.cli import main as cli_main
 
     return cli_main(["upliftmem", "stores", *(sys.argv[1:] if argv is None else argv)])

@@ -1,7 +1,7 @@
 """Aggregate per-unit results into the paper's tables and figures (Table 1, Fig. 2–4, 8).
 
 :func:`aggregate` turns the list of (suite, split seed, backbone seed) unit
-results of :func:`cfjax.experiments.countermem.run_jobs` into one summary:
+results of :func:`cfjax.experiments.countermem.runner.run_jobs` into one summary:
 
 * every success figure with a paired task-bootstrap 95% interval
   (:mod:`cfjax.experiments.stats`; clusters = splits, tasks resampled, seeds
@@ -27,11 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from cfjax.experiments.rows import RETENTION_RULES, row_specs, rows_in
+from cfjax.experiments.countermem.rows import RETENTION_RULES, row_specs, rows_in
 from cfjax.experiments.stats import Cluster, bootstrap, fmt_interval, paired_difference
 from cfjax.domains.base import TRANSFER_CONDITIONS
 
-__all__ = ["aggregate", "collect_outcomes", "format_report", "draw_figures", "load_results"]
+__all__ = ["aggregate", "collect_outcomes", "format_report", "draw_figures", "load_results", "outcome_clusters",
+           "interval"]
 
 _RATIO_PARTS = {
     "coverage": ("covered", "opportunities"),
@@ -110,7 +111,7 @@ def collect_outcomes(units: Sequence[dict]) -> dict:
     return out
 
 
-def _clusters(outcomes: dict, suites: Sequence[str], condition: str | None = None) -> list[Cluster]:
+def outcome_clusters(outcomes: dict, suites: Sequence[str], condition: str | None = None) -> list[Cluster]:
     """Clusters of ``suites`` (each suite weighs the same, each split inside it the same), optionally
     restricted to the held-out tasks of one transfer condition."""
     names = [s for s in suites if s in outcomes]
@@ -127,7 +128,7 @@ def _clusters(outcomes: dict, suites: Sequence[str], condition: str | None = Non
     return out
 
 
-def _ci(clusters: Sequence[Cluster], row: str, ref: str | None = None) -> dict | None:
+def interval(clusters: Sequence[Cluster], row: str, ref: str | None = None) -> dict | None:
     """The row's interval (or ``row − ref``), ``None`` when no cluster has both."""
     try:
         iv = bootstrap(clusters, row) if ref is None else paired_difference(clusters, row, ref)
@@ -137,10 +138,10 @@ def _ci(clusters: Sequence[Cluster], row: str, ref: str | None = None) -> dict |
 
 
 def _with_ci(m: dict, clusters: Sequence[Cluster], row: str, refs: Sequence[str] = ()) -> dict:
-    m["ci"] = _ci(clusters, row)
+    m["ci"] = interval(clusters, row)
     for ref in refs:
         if ref != row:
-            m[f"vs_{ref}"] = _ci(clusters, row, ref)
+            m[f"vs_{ref}"] = interval(clusters, row, ref)
     return m
 
 
@@ -154,8 +155,8 @@ def aggregate(units: Sequence[dict], outcomes: dict | None = None) -> dict:
     specs = row_specs()
     rows = [r for r in specs if any(r in u["rows"] for u in units)]
     by_suite = {s: [u for u in units if u["suite"] == s] for s in suites}
-    cl = {s: _clusters(outcomes, [s]) for s in suites}
-    cl["mean"] = _clusters(outcomes, suites)
+    cl = {s: outcome_clusters(outcomes, [s]) for s in suites}
+    cl["mean"] = outcome_clusters(outcomes, suites)
 
     def refs(r: str) -> tuple[str, ...]:
         return specs[r].refs
@@ -177,7 +178,7 @@ def aggregate(units: Sequence[dict], outcomes: dict | None = None) -> dict:
                           if r in u["rows"] and c in u["rows"][r].get("by_condition", {})]
                 if blocks:
                     transfer[s][r][c] = _with_ci(_summarise(blocks, _memory_row(r)),
-                                                 _clusters(outcomes, suites if s == "all" else [s], c), r,
+                                                 outcome_clusters(outcomes, suites if s == "all" else [s], c), r,
                                                  ("none",))
     no_cond: dict = {}
     for s in suites + ["all"]:
@@ -245,8 +246,10 @@ def _verdict(iv: dict | None) -> str:
     return "  ↑" if iv["lo"] > 0 else ("  ↓" if iv["hi"] < 0 else "   ")
 
 
-def format_report(summary: dict, *, backbone: str) -> str:
-    """Table 1 (domains as columns), the differences with their intervals, and the §5–6 panels."""
+def format_report(summary: dict, *, backbone: str, agent: str | None = None) -> str:
+    """Table 1 (domains as columns), the differences with their intervals, and the §5–6 panels.
+
+    ``agent`` (a base agent's title, e.g. ``"Reflexion"``) heads Table 1 with the agent its rows ran on."""
     suites, rows, T = summary["suites"], summary["rows"], summary["table"]
     TM = summary.get("table_mean", {})
     w = 21
@@ -256,7 +259,7 @@ def format_report(summary: dict, *, backbone: str) -> str:
            f"split seeds {summary.get('split_seeds', '?')}" + (f" ({n_units} units)" if n_units else ""), ""]
     head = f"{'row':<20}" + "".join(f"{s:>{w}}" for s in suites) + f"{'mean':>{w}}{'tokens(k)':>11}  calls/solved"
     ablations = [r for r in _ablation_rows() if r in rows]
-    sections = [("Table 1 — memory mechanisms", rows_in("table1", rows)),
+    sections = [("Table 1 — memory mechanisms" + (f", base agent {agent}" if agent else ""), rows_in("table1", rows)),
                 ("§6 / App. E.3 ablations", ablations)]
     for title, rs in sections:
         if not rs:
