@@ -38,9 +38,15 @@ index      raw meaning                              feature
                                                     ``0.0``
 =========  ======================================  ===========================
 
-Every field of an invalid slot (``VALID`` feature 0) is zeroed, so padded
-slots (retrieval returned fewer than ``L`` records, e.g. the fourth slot when
-``k = 3``) are exactly zero in ``z``. The projected embeddings are not
+Which slots hold a record (*presence*) and whether a record is usable at this
+decision (*validity*) are one flag by default: every field of a slot whose
+``VALID`` is 0 is zeroed and its action masked, so padded slots (retrieval
+returned fewer than ``L`` records, e.g. the fourth slot when ``k = 3``) are
+exactly zero in ``z``. With ``present`` given (``bool[..., 4]``) the two come
+apart: absent slots are zeroed and masked, and a present slot keeps its
+fields with ``VALID`` 0 or 1 as the caller computed it (CounterMem's
+``agent.observation = "paper"``: the record's condition holds and its edit
+applies to this draft) — a present but invalid record stays selectable. The projected embeddings are not
 re-normalised: ``E`` is whatever the retrieval embedder produces (the
 hashing embedder returns unit vectors), and ``P`` has entries
 ``N(0, 1/32)`` so ``‖P e‖ ≈ ‖e‖``.
@@ -150,20 +156,23 @@ def projection_matrix(
 # --------------------------------------------------------------------------
 # JAX kernel.
 # --------------------------------------------------------------------------
-def normalize_slots(slots_raw: jnp.ndarray) -> jnp.ndarray:
+def normalize_slots(slots_raw: jnp.ndarray, present: jnp.ndarray | None = None) -> jnp.ndarray:
     """Normalise raw record-slot features (Appendix C.1; module docstring).
 
     Args:
         slots_raw: ``f32[..., 4, 7]`` raw slot fields indexed by
             ``REL, ADM, GAIN, REUSE, FREQ, HELP, VALID``.
+        present: optional ``bool[..., 4]``: which slots hold a record
+            (default: ``VALID > 0.5``).
 
     Returns:
-        ``f32[..., 4, 7]`` normalised fields; every field of an invalid slot
+        ``f32[..., 4, 7]`` normalised fields; every field of an absent slot
         is zero.
     """
     x = jnp.asarray(slots_raw, jnp.float32)
     count = jnp.maximum(x[..., FREQ], 0.0)
     valid = (x[..., VALID] > 0.5).astype(jnp.float32)
+    keep = valid if present is None else jnp.asarray(present).astype(jnp.float32)
     fields = jnp.stack(
         [
             jnp.clip(x[..., REL], -1.0, 1.0),
@@ -176,7 +185,7 @@ def normalize_slots(slots_raw: jnp.ndarray) -> jnp.ndarray:
         ],
         axis=-1,
     )
-    return fields * valid[..., None]
+    return fields * keep[..., None]
 
 
 def observation(
@@ -185,6 +194,7 @@ def observation(
     slots_raw: jnp.ndarray,
     budget: jnp.ndarray,
     proj: jnp.ndarray,
+    present: jnp.ndarray | None = None,
 ) -> jnp.ndarray:
     """Selector observation ``z_t`` (Eq. 9) for one decision.
 
@@ -200,6 +210,8 @@ def observation(
             to ``[0, 1]`` by the caller; clipped to ``[0, 1]`` here.
         proj: ``f32[32, 512]`` fixed projection from
             :func:`projection_matrix`.
+        present: optional ``bool[4]``: which slots hold a record (default:
+            ``VALID``; module docstring).
 
     Returns:
         ``f32[98]``: ``[P E(s) ‖ P E(â) ‖ f_1 ‖ f_2 ‖ f_3 ‖ f_4 ‖ b]``; slot
@@ -208,21 +220,22 @@ def observation(
     proj = jnp.asarray(proj, jnp.float32)
     ps = proj @ jnp.asarray(emb_state, jnp.float32)
     pa = proj @ jnp.asarray(emb_draft, jnp.float32)
-    slots = normalize_slots(slots_raw).reshape(N_SLOTS * SLOT_DIM)
+    slots = normalize_slots(slots_raw, present).reshape(N_SLOTS * SLOT_DIM)
     b = jnp.clip(jnp.asarray(budget, jnp.float32), 0.0, 1.0)
     return jnp.concatenate([ps, pa, slots, b])
 
 
-def action_mask(slots_raw: jnp.ndarray) -> jnp.ndarray:
-    """Valid selector actions: skip plus one per valid slot (Appendix C.1).
+def action_mask(slots_raw: jnp.ndarray, present: jnp.ndarray | None = None) -> jnp.ndarray:
+    """Valid selector actions: skip plus one per slot that holds a record (Appendix C.1).
 
     Args:
         slots_raw: ``f32[..., 4, 7]`` raw slot fields.
+        present: optional ``bool[..., 4]`` (default: ``VALID > 0.5``).
 
     Returns:
         ``bool[..., 5]``: index 0 (skip) always ``True``; index ``1 + s`` is
-        ``slots_raw[..., s, VALID] > 0.5``.
+        ``present[..., s]`` (default ``slots_raw[..., s, VALID] > 0.5``).
     """
-    valid = jnp.asarray(slots_raw)[..., VALID] > 0.5
+    valid = jnp.asarray(slots_raw)[..., VALID] > 0.5 if present is None else jnp.asarray(present, bool)
     skip = jnp.ones(valid.shape[:-1] + (1,), dtype=bool)
     return jnp.concatenate([skip, valid], axis=-1)

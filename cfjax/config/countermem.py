@@ -100,10 +100,22 @@ class AgentConfig:
     # "draft_check" runs an extra check of the memory-free draft and labels against it (our option,
     # the `draft_check_labels` ablation row)
     construction_reference: str = "previous_attempt"
+    # The selector's Eq. 9 observation (§3.2, App. C.1; issue 22):
+    # "paper": E(s) embeds the question, the environment context and the feedback so far (not the
+    #   draft, which is E(â) alone); a slot's validity is whether the record is usable at this decision
+    #   (its condition holds — the retrieval filter guarantees it unless use_conditions is off — and its
+    #   edit carries onto this draft: EditModel.transfer, agent-side), apart from presence (the mask);
+    #   the six budget features are attempt index t/T, tokens left, last score, best score so far,
+    #   retrieved/k and usable/k (the paper names the first three; the last three are ours).
+    # "legacy": the layout before issue 22: E(s) embeds question + draft + last feedback, validity is
+    #   presence, budget = remaining attempts, tokens left, failed/T, last score, retrieved/k, is-retry.
+    observation: str = "paper"
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"AgentConfig.max_attempts must be ≥ 1, got {self.max_attempts}")
+        if self.observation not in ("paper", "legacy"):
+            raise ValueError(f"AgentConfig.observation must be 'paper' or 'legacy', got {self.observation!r}")
         if self.construction_reference not in ("draft_check", "previous_attempt"):
             raise ValueError("AgentConfig.construction_reference must be 'draft_check' or 'previous_attempt'")
 

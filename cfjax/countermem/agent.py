@@ -92,11 +92,31 @@ class Agent:
             parts.append(history[-1].feedback)
         return "\n".join(parts)
 
+    @staticmethod
+    def observation_state_text(task: Task, history: list[Attempt]) -> str:
+        """Text of ``E(s)`` in the ``"paper"`` observation (§3.2: task, environment and the feedback so
+        far; the draft is ``E(â)`` alone)."""
+        return "\n".join([task.question, task.context, *(h.feedback for h in history)])
+
+    def usable(self, task: Task, draft: str, rec: Retrieved) -> bool:
+        """Validity of a retrieved record at this decision (``"paper"`` observation): its edit carries
+        onto ``draft`` and changes it (:meth:`EditModel.transfer`). Its condition holds by the
+        retrieval filter (Eq. 7) when conditions are on; in the no-condition ablation only the edit is
+        checked. Agent-side: the record, the draft and the environment the agent sees."""
+        r = rec.record
+        moved = self.edits.transfer(r.unit_before, r.unit_after, draft, self.envs.get(task.env_id))
+        return moved is not None and self.edits.normalize(moved) != self.edits.normalize(draft)
+
     def observe(self, emb_state: np.ndarray, draft: str, retrieved: list[Retrieved], history: list[Attempt],
-                attempt: int, tokens_so_far: int) -> tuple[np.ndarray, np.ndarray]:
-        """Eq. 9 observation ``z`` (f32[98]) and the valid-action mask (bool[5])."""
+                attempt: int, tokens_so_far: int, task: Task | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Eq. 9 observation ``z`` (f32[98]) and the valid-action mask (bool[5]).
+
+        ``emb_state`` is ``E(s)`` (:meth:`observation_state_text` in the ``"paper"`` observation, the
+        retrieval state in ``"legacy"``); ``task`` is needed for the ``"paper"`` validity."""
         a: AgentConfig = self.config.agent
+        paper = a.observation == "paper"
         slots = np.zeros((F.N_SLOTS, F.SLOT_DIM), np.float32)
+        present = np.zeros(F.N_SLOTS, bool)
         for j, r in enumerate(retrieved[: F.N_SLOTS]):
             slots[j, F.REL] = r.relevance
             slots[j, F.ADM] = r.record.admission_score
@@ -104,20 +124,37 @@ class Agent:
             slots[j, F.REUSE] = r.stats.u
             slots[j, F.FREQ] = r.stats.uses
             slots[j, F.HELP] = r.stats.helpful_fraction
-            slots[j, F.VALID] = 1.0
+            present[j] = True
+            slots[j, F.VALID] = float(self.usable(task, draft, r)) if paper and task is not None else 1.0
         k = max(1, self.config.retrieval.k)
-        failed = sum(h.score < 1.0 for h in history)
-        budget = np.array([
-            (a.max_attempts - attempt) / a.max_attempts,  # remaining attempts
-            max(0.0, 1.0 - tokens_so_far / a.token_budget),  # remaining token budget
-            failed / a.max_attempts,  # failed attempts so far
-            history[-1].score if history else 0.0,  # utility of the previous evaluated attempt
-            min(len(retrieved), k) / k,  # retrieved records / k
-            1.0 if history else 0.0,  # this is a retry
-        ], np.float32)
+        n = min(len(retrieved), k)
+        if paper:
+            scores = [h.score for h in history]
+            budget = np.array([
+                attempt / a.max_attempts,  # attempt index t / T
+                max(0.0, 1.0 - tokens_so_far / a.token_budget),  # tokens left
+                scores[-1] if scores else 0.0,  # last score
+                max(scores) if scores else 0.0,  # best score so far
+                n / k,  # retrieved records / k
+                float(slots[:n, F.VALID].sum()) / k,  # usable records / k
+            ], np.float32)
+        else:
+            failed = sum(h.score < 1.0 for h in history)
+            budget = np.array([
+                (a.max_attempts - attempt) / a.max_attempts,  # remaining attempts
+                max(0.0, 1.0 - tokens_so_far / a.token_budget),  # remaining token budget
+                failed / a.max_attempts,  # failed attempts so far
+                history[-1].score if history else 0.0,  # utility of the previous evaluated attempt
+                n / k,  # retrieved records / k
+                1.0 if history else 0.0,  # this is a retry
+            ], np.float32)
         emb_draft = self.embedder.embed([draft])[0]
-        z = np.asarray(_observation(emb_state, emb_draft, slots, budget, self.proj))
-        mask = np.asarray(action_mask_reference(slots))  # host side: the NumPy twin of F.action_mask
+        if paper:
+            z = np.asarray(_observation(emb_state, emb_draft, slots, budget, self.proj, present))
+            mask = np.asarray(action_mask_reference(slots, present))
+        else:
+            z = np.asarray(_observation(emb_state, emb_draft, slots, budget, self.proj))
+            mask = np.asarray(action_mask_reference(slots))  # host side: the NumPy twin of F.action_mask
         return z, mask
 
     # ------------------------------------------------------------------ behaviours
@@ -132,7 +169,9 @@ class Agent:
             retrieved = self.retriever(task, st, emb_state, attempt, use_conditions)
         else:
             retrieved = self.store.retrieve(task, st, use_conditions=use_conditions, query=emb_state)
-        z, mask = self.observe(emb_state, draft, retrieved, list(history), attempt, tokens_so_far)
+        if self.config.agent.observation == "paper":
+            emb_state = self.embedder.embed([self.observation_state_text(task, list(history))])[0]
+        z, mask = self.observe(emb_state, draft, retrieved, list(history), attempt, tokens_so_far, task)
         return retrieved, z, mask
 
     def revise(self, task: Task, history: Sequence[Attempt], draft: str, rec: Retrieved, episode: int,

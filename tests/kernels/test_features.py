@@ -181,3 +181,36 @@ def test_outputs_bounded(proj):
     assert np.all(np.isfinite(zb))
     assert np.all(np.abs(zb[:, 64:]) <= 1.0)
     assert np.all(zb[:, 92:] >= 0.0)
+
+
+OBS_PRESENT_BATCH = jax.jit(jax.vmap(F.observation, in_axes=(0, 0, 0, 0, None, 0)))
+
+
+def test_presence_apart_from_validity(proj):
+    """With ``present`` given, an absent slot is zeroed and masked whatever its fields, and a present slot
+    whose VALID is 0 keeps its fields (VALID feature 0) and stays selectable."""
+    rng = np.random.default_rng(7)
+    es, ea, slots, budget = _random_inputs(rng)
+    slots[:, F.FREQ] = 2.0
+    slots[:, F.VALID] = [1.0, 0.0, 1.0, 0.0]
+    present = np.array([True, True, False, False])
+    z = np.asarray(OBS(es, ea, slots, budget, proj, present))
+    blk = z[F.SLOT_OFFSET:F.BUDGET_OFFSET].reshape(4, 7)
+    assert np.all(blk[2:] == 0.0)  # absent: zero, even slot 2 with VALID 1
+    assert blk[1, F.VALID] == 0.0 and blk[1, F.REL] == pytest.approx(np.clip(slots[1, F.REL], -1, 1), abs=1e-6)
+    assert blk[1, F.FREQ] == pytest.approx(2.0 / 3.0) and blk[0, F.VALID] == 1.0
+    assert np.asarray(MASK(slots, present)).tolist() == [True, True, True, False, False]
+    assert R.action_mask_reference(slots, present).tolist() == [True, True, True, False, False]
+    # present=None is the default layout: presence is VALID
+    np.testing.assert_array_equal(np.asarray(OBS(es, ea, slots, budget, proj)),
+                                  np.asarray(OBS(es, ea, slots, budget, proj, slots[:, F.VALID] > 0.5)))
+
+
+def test_presence_jit_vmap_matches_reference(proj):
+    rng = np.random.default_rng(11)
+    es, ea, slots, budget = _random_inputs(rng, 16)
+    present = rng.integers(0, 2, size=(16, 4)).astype(bool)
+    got = np.asarray(OBS_PRESENT_BATCH(es, ea, slots, budget, proj, present))
+    want = np.stack([R.observation_reference(es[i], ea[i], slots[i], budget[i], proj, present[i]) for i in range(16)])
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(MASK(slots, present)), R.action_mask_reference(slots, present))
