@@ -118,6 +118,17 @@ class DQNConfig:
         lam_tau: Token penalty λ_τ (Table 3: 0.02), Eq. 10.
         tau0: Token scale τ0 (Table 3: 10^4 tokens), Eq. 10.
         seeds: Selector seeds (Table 3: 0-4). Used by the driver.
+        root_order: Where the decision-table trainer (:mod:`cfjax.kernels.trainer`)
+            starts each training episode. ``"uniform"`` (default): a root
+            drawn uniformly from ``train_roots`` at every episode (our
+            choice). ``"stream"``: Algorithm 1 lines 16–25 — the training
+            tasks as a stream, every root once per pass in a shuffled order
+            (pass ``p`` uses the permutation of ``fold_in(PRNGKey(
+            root_stream_seed), p)``, the same stream for every selector
+            seed). The main job's online trainer
+            (:func:`cfjax.countermem.pipeline.train_selector`) always runs
+            Algorithm 1's stream on live episodes and ignores this field.
+        root_stream_seed: Seed of the ``"stream"`` order.
     """
 
     total_decisions: int = 2000
@@ -143,6 +154,8 @@ class DQNConfig:
     lam_tau: float = 0.02
     tau0: float = 1e4
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    root_order: str = "uniform"
+    root_stream_seed: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
@@ -165,6 +178,8 @@ class DQNConfig:
             raise ValueError("DQNConfig.eps_decay_fraction must be in [0, 1]")
         if self.tau0 <= 0:
             raise ValueError("DQNConfig.tau0 must be > 0")
+        if self.root_order not in ("uniform", "stream"):
+            raise ValueError(f"DQNConfig.root_order must be 'uniform' or 'stream', got {self.root_order!r}")
 
     @property
     def eps_decay_steps(self) -> float:

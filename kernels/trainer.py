@@ -27,8 +27,10 @@ scan bodies return their metrics (:class:`TrainMetrics`, exposed by
 Dynamic and vmappable: the key and every field of
 :class:`~cfjax.kernels.dqn.DQNHParams`.
 
-Episodes start at a root drawn uniformly from ``train_roots`` (our choice;
-the paper cycles through a task stream).
+Episodes start at a root drawn uniformly from ``train_roots`` (our choice,
+``DQNConfig.root_order = "uniform"``) or, with ``root_order = "stream"``, at the
+next root of Algorithm 1's task stream (lines 16–25: every training root once
+per pass, in a shuffled order fixed by ``root_stream_seed``).
 """
 
 from __future__ import annotations
@@ -246,7 +248,11 @@ def make_train(config: dqn.DQNConfig = dqn.DQNConfig(), *, max_depth: int = 2) -
         """One training decision (Algorithm 1 lines 18–23 on the table): ``(state, metrics)``."""
         key, k_root, k_act, k_batch = jax.random.split(state.key, 4)
         n_roots = table.train_roots.shape[0]
-        root = table.train_roots[jax.random.randint(k_root, (), 0, n_roots)]
+        if cfg.root_order == "stream":  # Algorithm 1's task stream: pass p in permutation p
+            pass_key = jax.random.fold_in(jax.random.PRNGKey(cfg.root_stream_seed), state.episodes // n_roots)
+            root = table.train_roots[jax.random.permutation(pass_key, n_roots)[state.episodes % n_roots]]
+        else:
+            root = table.train_roots[jax.random.randint(k_root, (), 0, n_roots)]
         row = jnp.where(state.row < 0, root, state.row)
         learner = state.learner
         eps = sel.epsilon(learner.decisions, hp)

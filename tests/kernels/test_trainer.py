@@ -276,3 +276,26 @@ def test_sharded_equals_unsharded(tmp_path):
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["diff"] <= 1e-6, res
     assert res["val_equal"] and res["pad_equal"], res
+
+
+def test_stream_order_visits_every_root_once_per_pass_and_learns(table):
+    """root_order="stream" (Algorithm 1 lines 16–25): pass p starts its episodes at the training roots in the
+    permutation of fold_in(PRNGKey(root_stream_seed), p) — each root exactly once per pass, the same stream
+    for every selector seed — and the learner still finds the optimal policy."""
+    cfg = dataclasses.replace(CFG, root_order="stream")
+    tr = make_train(cfg, max_depth=2)
+    n = int(table.train_roots.shape[0])
+    roots = set(np.asarray(table.train_roots).tolist())
+    for seed in (0, 3):
+        st = jax.jit(tr.train)(jax.random.PRNGKey(seed), cfg.hparams(), table)
+        rows = np.asarray(st.buf_row)[: int(st.buf_size)].tolist()
+        starts = [r for r in rows if r in roots]  # retry rows are never roots in the hand table
+        for p in range(2):
+            perm = np.asarray(jax.random.permutation(jax.random.fold_in(jax.random.PRNGKey(0), p), n))
+            assert starts[p * n:(p + 1) * n] == np.asarray(table.train_roots)[perm].tolist()
+        q = make_dqn(cfg).q_values
+        for root in np.asarray(table.eval_roots):
+            qv = np.where(np.asarray(table.mask[root]), np.asarray(q(st.best_params, table.obs[root])), -np.inf)
+            assert int(np.argmax(qv)) == optimal(table, int(root))
+    with pytest.raises(ValueError, match="root_order must be 'uniform' or 'stream'"):
+        DQNConfig(root_order="cyclic")

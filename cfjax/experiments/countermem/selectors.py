@@ -160,8 +160,13 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
     n = len(points) * len(seed_list)
     where = (f"on {res.devices} device(s) × {res.processes} processes" if res.processes > 1
              else f"on {res.devices} device(s)")
+    default = dqn.DQNConfig()
+    changed = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+               if f.name != "seeds" and getattr(cfg, f.name) != getattr(default, f.name)}
     payload = {
         "table_hash": meta.hash, "backbone": meta.backbone, "seeds": list(seed_list), "grid": points,
+        "root_order": cfg.root_order, "config_changes": {k: list(v) if isinstance(v, tuple) else v
+                                                         for k, v in changed.items()},
         "decisions": cfg.total_decisions, "seconds": secs, "processes": res.processes,
         "val_return": res.val_return.tolist(), "best_decision": res.best_decision.tolist(),
         "eval_return": res.eval_return.tolist(), "eval_solved": res.eval_solved.tolist(),
@@ -174,6 +179,8 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
         return payload
     log(f"trained {n} selectors ({len(points)} grid point(s) × {len(seed_list)} seed(s), {cfg.total_decisions} "
         f"decisions each) on table {meta.hash[:12]}… ({meta.backbone}) in {secs:.1f}s {where}")
+    log(f"episodes start at {'the task stream (Algorithm 1)' if cfg.root_order == 'stream' else 'uniform roots'}; "
+        f"config differs from the defaults in: {', '.join(f'{k}={v!r}' for k, v in changed.items()) or 'nothing'}")
     log(f"{'grid point':<28}{'seed':>6}{'val return':>12}{'best@':>7}{'held-out return':>17}{'held-out solved':>17}"
         f"{'final return':>14}{'final solved':>14}")
     names = [",".join(f"{k}={v:g}" for k, v in point.items()) or "(Table 3 defaults)" for point in points]
