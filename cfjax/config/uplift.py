@@ -260,7 +260,11 @@ class ProbingSection:
     every: int = 400  # h: processed tasks per acquisition event (Table 6)
     min_windows_per_epoch: int = 2  # ours: when the stream is shorter than h, h = ⌈stream / this⌉
     budget: int = 300  # B_p: new probe executions per event at most (Table 6)
-    tau_evsi: float = 0.01  # τ_evsi of p_t(q) ∝ exp(V_t(q)/τ) (ours; V is in utility units)
+    tau_evsi: float = 0.01  # τ_evsi of p_t(q) ∝ exp(V_t(q)/τ) (ours). Departure (issue 22): V is in G units
+    # summed over a family whose size grows with the window, so τ has no fixed meaning across window sizes
+    # mode: "softmax" samples q from p_t(q) ∝ exp(V_t(q)/τ_evsi) (App. B.2, the default); "argmax" takes the
+    # largest V_t (lowest index on ties; τ_evsi unused)
+    mode: str = "softmax"
     probe_candidates: int = 8  # ours: m' ranges over the top-8 recalled memories (additions/replacements)
     max_pool: int = 1024  # ours: probe candidates per window (fixed shape; sampled down if more)
     max_comparisons: int = 1024  # ours: comparisons per window (fixed shape; sampled down if more)
@@ -277,6 +281,8 @@ class ProbingSection:
                 raise ValueError(f"ProbingSection.{name} must be ≥ 1, got {getattr(self, name)}")
         if self.budget < 0:
             raise ValueError("ProbingSection.budget must be ≥ 0")
+        if self.mode not in ("softmax", "argmax"):
+            raise ValueError(f"ProbingSection.mode must be 'softmax' or 'argmax', got {self.mode!r}")
         for name in ("tau_evsi", "noise_var", "ref_noise_var", "prior_precision", "blr_noise_var"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ProbingSection.{name} must be > 0")

@@ -42,7 +42,7 @@ import numpy as np
 from cfjax.config.uplift import ProbingSection
 from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
-from cfjax.kernels.acquire import SOFTMAX, AcquireInputs, make_acquire
+from cfjax.kernels.acquire import ARGMAX, SOFTMAX, AcquireInputs, make_acquire
 from cfjax.kernels.evsi import blr_posterior
 from cfjax.types import Task
 from cfjax.uplift.core import Execution, Label, Labeler, Memory, set_key
@@ -206,7 +206,7 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
         noise_var=jnp.full((N,), cfg.noise_var, jnp.float32), group=jnp.asarray(_dense_groups(group)),
         directions=jnp.asarray(directions), means=jnp.asarray(means), comp_mask=jnp.asarray(comp_mask),
         prior_cov=jnp.asarray(cov, jnp.float32), ref_noise_var=jnp.float32(cfg.ref_noise_var),
-        tau=jnp.float32(cfg.tau_evsi), mode=jnp.int32(SOFTMAX))
+        tau=jnp.float32(cfg.tau_evsi), mode=jnp.int32(SOFTMAX if cfg.mode == "softmax" else ARGMAX))
     return win
 
 

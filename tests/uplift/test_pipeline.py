@@ -329,3 +329,26 @@ def test_beam_returns_empty_set_when_everything_scores_below_zero(shared):
         assert all(n >= 1 for n in ev.set_sizes["upliftmem"][0])
     finally:
         tr.params = saved
+
+
+def test_the_acquisition_mode_comes_from_the_config(shared):
+    """ProbingSection.mode reaches the acquisition program: softmax samples (App. B.2), argmax is greedy
+    (its picks do not depend on the key; the kernel's own tests check argmax V_t)."""
+    import dataclasses
+
+    import jax
+
+    from cfjax.kernels.acquire import ARGMAX, SOFTMAX
+    from cfjax.uplift.probing import acquire, build_window
+
+    run, p = shared.run, shared.cfg.probing
+    win = shared.windows[0][0]
+    assert int(win.inputs.mode) == SOFTMAX and p.mode == "softmax"
+    greedy = dataclasses.replace(p, mode="argmax")
+    w2 = build_window(win.tasks, run.retriever, run.labels, greedy, np.random.default_rng(0))
+    assert int(w2.inputs.mode) == ARGMAX
+    a = acquire(w2, greedy, jax.random.PRNGKey(0), budget=1)
+    b = acquire(w2, greedy, jax.random.PRNGKey(1), budget=1)
+    assert a == b  # greedy: the key does not matter
+    with pytest.raises(ValueError, match="mode must be 'softmax' or 'argmax'"):
+        dataclasses.replace(p, mode="boltzmann")
