@@ -268,6 +268,11 @@ class ProbingSection:
     probe_candidates: int = 8  # ours: m' ranges over the top-8 recalled memories (additions/replacements)
     max_pool: int = 1024  # ours: probe candidates per window (fixed shape; sampled down if more)
     max_comparisons: int = 1024  # ours: comparisons per window (fixed shape; sampled down if more)
+    # how a window over max_pool / max_comparisons is cut down: "uniform" (default; a uniform sample, a
+    # departure from B.2 issue 22 names, kept until the UpliftMem studies are re-run) or "bound" (B.2: the
+    # comparisons with the largest prior bound σ_j = sqrt(h_jᵀ Σ h_j) first, and the probes whose largest
+    # σ_j over their comparisons is largest)
+    prune: str = "uniform"
     noise_var: float = 0.25  # ν_q² (ours: a paired label of a Bernoulli-like outcome, variance ≤ 0.25 per run)
     ref_noise_var: float = 0.25  # ν_0², the shared no-memory reference's part (App. A.4)
     prior_precision: float = 1.0  # λ of the BLR posterior Σ over φ (SPEC §2.3, our choice)
@@ -281,6 +286,8 @@ class ProbingSection:
                 raise ValueError(f"ProbingSection.{name} must be ≥ 1, got {getattr(self, name)}")
         if self.budget < 0:
             raise ValueError("ProbingSection.budget must be ≥ 0")
+        if self.prune not in ("uniform", "bound"):
+            raise ValueError(f"ProbingSection.prune must be 'uniform' or 'bound', got {self.prune!r}")
         if self.mode not in ("softmax", "argmax"):
             raise ValueError(f"ProbingSection.mode must be 'softmax' or 'argmax', got {self.mode!r}")
         for name in ("tau_evsi", "noise_var", "ref_noise_var", "prior_precision", "blr_noise_var"):

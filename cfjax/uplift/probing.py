@@ -22,8 +22,9 @@ and the recalled pool ``C(c)``. :func:`build_window`:
   SPEC §2.3, our choice); the probes of one task share its no-memory reference (``group`` = the task's
   reference execution), so they share ``ν_0²`` in ``Ω_Q``.
 
-Shapes are fixed per run (``max_pool`` candidates, ``max_comparisons`` comparisons; a larger window is
-sampled down uniformly, recorded in :class:`Window`). :func:`acquire` draws up to ``B_p`` probes with the
+Shapes are fixed per run (``max_pool`` candidates, ``max_comparisons`` comparisons). A larger window is
+cut down (the totals recorded in :class:`Window`) uniformly (``prune = "uniform"``, the default) or by
+the comparison bound (``"bound"``, App. B.2; :func:`prune_by_bound`). :func:`acquire` draws up to ``B_p`` probes with the
 configured strategy: EVSI (``p_t(q) ∝ exp(V_t(q)/τ_evsi)``, sequential rank-one conditioning,
 :func:`cfjax.kernels.make_acquire`), or the RQ4 baselines random, MC-STD and EIG
 (:mod:`cfjax.kernels.probes`).
@@ -49,7 +50,8 @@ from cfjax.uplift.core import Execution, Label, Labeler, Memory, set_key
 from cfjax.uplift.retrieval import Candidates, Retriever
 from cfjax.uplift.scorer import LabelStore, ScorerTrainer, pad_rows
 
-__all__ = ["WindowTask", "Window", "neighbourhood", "build_window", "acquire", "posterior_cov", "label_many"]
+__all__ = ["WindowTask", "Window", "neighbourhood", "build_window", "acquire", "posterior_cov", "label_many",
+           "prune_by_bound"]
 
 
 @dataclass
@@ -150,11 +152,13 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
                     pair = (ti,) + tuple(sorted([nkey, bkey]))
                     comps.setdefault(pair, (ti, nkey, bkey))
     n_pool, n_comp = len(sets), len(comps)
-    if len(sets) > cfg.max_pool:
-        sets = [sets[i] for i in sorted(rng.choice(len(sets), cfg.max_pool, replace=False))]
     comp_list = list(comps.values())
-    if len(comp_list) > cfg.max_comparisons:
-        comp_list = [comp_list[i] for i in sorted(rng.choice(len(comp_list), cfg.max_comparisons, replace=False))]
+    bound = cfg.prune == "bound" and (len(sets) > cfg.max_pool or len(comp_list) > cfg.max_comparisons)
+    if not bound:
+        if len(sets) > cfg.max_pool:
+            sets = [sets[i] for i in sorted(rng.choice(len(sets), cfg.max_pool, replace=False))]
+        if len(comp_list) > cfg.max_comparisons:
+            comp_list = [comp_list[i] for i in sorted(rng.choice(len(comp_list), cfg.max_comparisons, replace=False))]
     win = Window(list(tasks), sets, comp_list, None, n_pool, n_comp)
     if not sets:
         return win
@@ -185,6 +189,17 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
         i = need[(ti, key)]
         return phi[i], float(G[i])
 
+    cov = posterior_cov(trainer, labels, cfg)
+    if bound:  # B.2: keep the comparisons (and the probes they inform) with the largest prior bound
+        h = np.stack([feat(ti, x)[0] - feat(ti, b)[0] for ti, x, b in comp_list]) if comp_list \
+            else np.zeros((0, F), np.float32)
+        sigma = np.sqrt(np.maximum(np.einsum("jf,fg,jg->j", h, cov, h), 0.0))
+        keys = [(ti, set_key(ms)) for ti, ms in sets]
+        keep_q, keep_j = prune_by_bound(keys, [((ti, x), (ti, b)) for ti, x, b in comp_list], sigma,
+                                        cfg.max_pool, cfg.max_comparisons)
+        sets, comp_list = [sets[q] for q in keep_q], [comp_list[j] for j in keep_j]
+        win.sets, win.comparisons = sets, comp_list
+
     N, J = cfg.max_pool, cfg.max_comparisons
     features = np.zeros((N, F), np.float32)
     cand_mask = np.zeros((N,), bool)
@@ -200,7 +215,6 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
         fx, gx = feat(ti, x)
         fb, gb = feat(ti, b)
         directions[j], means[j], comp_mask[j] = fx - fb, gx - gb, True
-    cov = posterior_cov(trainer, labels, cfg)
     win.inputs = AcquireInputs(
         features=jnp.asarray(features), cand_mask=jnp.asarray(cand_mask),
         noise_var=jnp.full((N,), cfg.noise_var, jnp.float32), group=jnp.asarray(_dense_groups(group)),
@@ -208,6 +222,29 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
         prior_cov=jnp.asarray(cov, jnp.float32), ref_noise_var=jnp.float32(cfg.ref_noise_var),
         tau=jnp.float32(cfg.tau_evsi), mode=jnp.int32(SOFTMAX if cfg.mode == "softmax" else ARGMAX))
     return win
+
+
+def prune_by_bound(probes: Sequence[tuple], comparisons: Sequence[tuple[tuple, tuple]], sigma: np.ndarray,
+                   max_pool: int, max_comparisons: int) -> tuple[list[int], list[int]]:
+    """Which probes and comparisons a window over its caps keeps (App. B.2): the ``max_comparisons``
+    comparisons with the largest bound ``sigma[j]`` (ties: the earlier one), then the ``max_pool``
+    probes whose largest ``sigma`` over the comparisons they are an endpoint of is largest (a probe in
+    no comparison has bound 0; ties: the earlier one). Both index lists come back in the original order.
+
+    Args:
+      probes: a key per probe candidate.
+      comparisons: ``(key of X, key of B)`` per comparison.
+      sigma: ``f[J]`` prior standard deviation of each comparison's margin, ``sqrt(hᵀ Σ h)``.
+    """
+    sigma = np.asarray(sigma, float)
+    order = sorted(range(len(comparisons)), key=lambda j: (-sigma[j], j))
+    keep_j = sorted(order[:max_comparisons])
+    best: dict = {}
+    for j, (x, b) in enumerate(comparisons):
+        for key in (x, b):
+            best[key] = max(best.get(key, 0.0), float(sigma[j]))
+    order_q = sorted(range(len(probes)), key=lambda q: (-best.get(probes[q], 0.0), q))
+    return sorted(order_q[:max_pool]), keep_j
 
 
 def _dense_groups(group: np.ndarray) -> np.ndarray:

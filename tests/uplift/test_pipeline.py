@@ -352,3 +352,33 @@ def test_the_acquisition_mode_comes_from_the_config(shared):
     assert a == b  # greedy: the key does not matter
     with pytest.raises(ValueError, match="mode must be 'softmax' or 'argmax'"):
         dataclasses.replace(p, mode="boltzmann")
+
+
+def test_prune_by_bound_by_hand():
+    """B.2's pruning: the comparisons with the largest σ_j, then the probes with the largest σ over their
+    comparisons (ties: the earlier one); both lists in the original order."""
+    from cfjax.uplift.probing import prune_by_bound
+
+    probes = ["a", "b", "c", "d"]
+    comps = [("a", "base"), ("b", "a"), ("c", "base"), ("b", "c")]
+    sigma = np.array([0.1, 0.5, 0.5, 0.2])
+    # comparisons: 0.5 (j=1), 0.5 (j=2) → keep [1, 2]; probe bounds: a 0.5, b 0.5, c 0.5, d 0 → keep a, b
+    assert prune_by_bound(probes, comps, sigma, 2, 2) == ([0, 1], [1, 2])
+    assert prune_by_bound(probes, comps, np.array([0.9, 0.1, 0.3, 0.2]), 1, 3) == ([0], [0, 2, 3])
+    assert prune_by_bound(probes, comps, sigma, 10, 10) == ([0, 1, 2, 3], [0, 1, 2, 3])  # under the caps
+
+
+def test_a_window_over_its_caps_is_pruned_by_bound(shared):
+    import dataclasses
+
+    from cfjax.uplift.probing import build_window
+
+    run, p = shared.run, shared.cfg.probing
+    win = shared.windows[0][0]
+    small = dataclasses.replace(p, prune="bound", max_pool=8, max_comparisons=8)
+    w = build_window(win.tasks, run.retriever, run.labels, small, np.random.default_rng(0))
+    assert w.n_pool_total > 8 and w.n_comp_total > 8
+    assert len(w.sets) == 8 and len(w.comparisons) == 8 and int(np.asarray(w.inputs.cand_mask).sum()) == 8
+    again = build_window(win.tasks, run.retriever, run.labels, small, np.random.default_rng(99))
+    assert [(ti, [m.mem_id for m in ms]) for ti, ms in again.sets] == \
+        [(ti, [m.mem_id for m in ms]) for ti, ms in w.sets]  # deterministic: no sampling
