@@ -34,7 +34,7 @@ from cfjax.loop import (AfterFn, AfterResult, ConsultFn, Consultation, Decision,
                         no_memory, run_episode)
 from cfjax.llm.calls import REVISE_WITH_RECORD
 from cfjax.loop import reuse_label  # Eq. 6, shared by every memory row (re-exported)
-from cfjax.types import Attempt, Backbone, EditModel, MemoryText, Outcome, ReviseRequest, Task, World
+from cfjax.types import Attempt, Backbone, EditError, EditModel, MemoryText, Outcome, ReviseRequest, Task, World
 
 __all__ = ["Decision", "Episode", "Policy", "Agent", "reuse_label", "skip_policy", "top1_policy"]
 
@@ -104,8 +104,11 @@ class Agent:
         retrieval filter (Eq. 7) when conditions are on; in the no-condition ablation only the edit is
         checked. Agent-side: the record, the draft and the environment the agent sees."""
         r = rec.record
-        moved = self.edits.transfer(r.unit_before, r.unit_after, draft, self.envs.get(task.env_id))
-        return moved is not None and self.edits.normalize(moved) != self.edits.normalize(draft)
+        try:
+            moved = self.edits.transfer(r.unit_before, r.unit_after, draft, self.envs.get(task.env_id))
+            return moved is not None and self.edits.normalize(moved) != self.edits.normalize(draft)
+        except EditError:  # a draft that does not parse: no edit applies to it
+            return False
 
     def observe(self, emb_state: np.ndarray, draft: str, retrieved: list[Retrieved], history: list[Attempt],
                 attempt: int, tokens_so_far: int, task: Task | None = None) -> tuple[np.ndarray, np.ndarray]:

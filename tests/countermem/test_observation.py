@@ -95,3 +95,8 @@ def test_legacy_layout_is_the_earlier_one(sql):
 def test_the_observation_option_is_checked():
     with pytest.raises(ValueError, match="observation must be 'paper' or 'legacy'"):
         _config("v3")
+
+
+def test_a_draft_that_does_not_parse_makes_no_record_usable(sql):
+    suite, task, draft, before, after = sql
+    assert not _agent(suite, "paper").usable(task, "SELEC FROM WHERE ((", _retrieved(before, after))
