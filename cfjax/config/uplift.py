@@ -236,7 +236,12 @@ class TrainingSection:
     update_every: int = 16  # ours: processed tasks between scorer updates (= the policy's "latest batch")
     steps_per_update: int = 8  # ours: value(+policy) steps per update, one lax.scan
     minibatch_tasks: int = 16  # ours: tasks per value minibatch
-    labels_per_task: int = 8  # ours: most recent labels per task kept for the value loss (pairs within a task)
+    labels_per_task: int = 8  # ours: labels per task in a value minibatch (pairs within a task)
+    # which of a task's labels a value minibatch takes: "latest" (default; its labels_per_task most recent —
+    # a departure issue 22 names: L_value is an expectation over all of D, kept until the UpliftMem studies
+    # are re-run) or "all" (labels_per_task drawn uniformly from all of the task's labels at every step, so
+    # the loss estimates the expectation over every label, as Σ already uses every label)
+    value_labels: str = "latest"
     revisions: int = 3  # T: writing revisions at most (Table 6)
     tau_accept: float = 0.0  # writing acceptance and admission threshold (Table 6)
     write: bool = True  # online memory writing (App. B.3)
@@ -250,6 +255,8 @@ class TrainingSection:
         for name in ("bootstrap_sets", "warmup_steps", "revisions"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainingSection.{name} must be ≥ 0, got {getattr(self, name)}")
+        if self.value_labels not in ("latest", "all"):
+            raise ValueError(f"TrainingSection.value_labels must be 'latest' or 'all', got {self.value_labels!r}")
 
 
 @dataclass(frozen=True)

@@ -124,10 +124,12 @@ class LabelStore:
     def n_members(self, i: int) -> int:
         return len(self.labels[i].members)
 
-    def minibatches(self, rng: np.random.Generator, *, steps: int, tasks: int, per_task: int):
-        """``steps`` minibatches of ``tasks`` tasks × their ``per_task`` most recent labels:
-        ``(ctx f32[S, B, d], rows f32[S, B, M, K, d_m], mask bool[S, B, M, K], y f32[S, B, M],
-        valid bool[S, B, M])``."""
+    def minibatches(self, rng: np.random.Generator, *, steps: int, tasks: int, per_task: int,
+                    which: str = "latest"):
+        """``steps`` minibatches of ``tasks`` tasks × ``per_task`` of their labels — the most recent
+        (``which = "latest"``) or drawn uniformly without replacement from all of them (``"all"``, in
+        label order): ``(ctx f32[S, B, d], rows f32[S, B, M, K, d_m], mask bool[S, B, M, K],
+        y f32[S, B, M], valid bool[S, B, M])``."""
         names = [t for t, idx in self.by_task.items() if idx]
         S, B, M, K = steps, tasks, per_task, self.k_max
         ctx = np.zeros((S, B, self.d_ctx), np.float32)
@@ -140,7 +142,11 @@ class LabelStore:
         for s in range(S):
             pick = rng.choice(len(names), size=min(B, len(names)), replace=False)
             for b, ti in enumerate(pick):
-                idx = self.by_task[names[ti]][-M:]
+                idx = self.by_task[names[ti]]
+                if which == "all" and len(idx) > M:
+                    idx = [idx[i] for i in sorted(rng.choice(len(idx), M, replace=False))]
+                else:
+                    idx = idx[-M:]
                 ctx[s, b] = self.ctx[idx[0]]
                 for m, i in enumerate(idx):
                     rows[s, b, m] = self.rows[i]
@@ -292,7 +298,8 @@ class ScorerTrainer:
                w_value: float = 1.0, w_policy: float = 0.0) -> UpdateMetrics:
         """``steps`` optimiser steps in one jitted ``lax.scan`` (module docstring)."""
         t = self.cfg.training
-        batches = labels.minibatches(rng, steps=steps, tasks=t.minibatch_tasks, per_task=t.labels_per_task)
+        batches = labels.minibatches(rng, steps=steps, tasks=t.minibatch_tasks, per_task=t.labels_per_task,
+                                     which=t.value_labels)
         pa = self._path_arrays(paths, t.update_every)
         with_policy, value_only = self._update
         fn = with_policy if (w_policy != 0.0 and len(paths) > 0) else value_only
