@@ -283,7 +283,13 @@ class ProbingSection:
     noise_var: float = 0.25  # ν_q² (ours: a paired label of a Bernoulli-like outcome, variance ≤ 0.25 per run)
     ref_noise_var: float = 0.25  # ν_0², the shared no-memory reference's part (App. A.4)
     prior_precision: float = 1.0  # λ of the BLR posterior Σ over φ (SPEC §2.3, our choice)
-    blr_noise_var: float = 0.25  # ν² of the BLR likelihood
+    blr_noise_var: float = 0.25  # ν² of the BLR likelihood. Departure (issue 22): the prospective Ω uses
+    # noise_var + ref_noise_var = 0.5, and neither is label-variance-aware (≈ |Δ|(1 − |Δ|) under common
+    # random numbers); set blr_noise_var = noise_var + ref_noise_var for one homoscedastic noise model
+    # μ of a comparison: the scorer's margin G(X) − G(B) (default; the BLR's posterior mean is not used —
+    # a departure issue 22 names) or, with posterior_mean, that margin plus hᵀm, m the BLR posterior mean
+    # of the residuals y − G on φ (so μ and Σ come from the same posterior)
+    posterior_mean: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:

@@ -106,10 +106,12 @@ def neighbourhood(base: Sequence[Memory], pool: Sequence[Memory], *, k: int, bud
     return list(out.values())
 
 
-def posterior_cov(trainer: ScorerTrainer, labels: LabelStore, cfg: ProbingSection) -> np.ndarray:
-    """``Σ``: the BLR posterior covariance of ``y − G`` on ``φ`` over every label (SPEC §2.3)."""
+def posterior_cov(trainer: ScorerTrainer, labels: LabelStore, cfg: ProbingSection, *, with_mean: bool = False):
+    """``Σ``: the BLR posterior covariance of ``y − G`` on ``φ`` over every label (SPEC §2.3); with
+    ``with_mean`` also its posterior mean ``m`` (the residual correction ``φᵀm``): ``(m, Σ)``."""
     if len(labels) == 0:
-        return np.eye(trainer.cfg.scorer.features, dtype=np.float32) / cfg.prior_precision
+        eye = np.eye(trainer.cfg.scorer.features, dtype=np.float32) / cfg.prior_precision
+        return (np.zeros(eye.shape[0], np.float32), eye) if with_mean else eye
     ctx, rows, mask, y = labels.arrays()
     phi = trainer.features(ctx, rows, mask)
     G = trainer.scores(ctx, rows, mask)
@@ -117,9 +119,9 @@ def posterior_cov(trainer: ScorerTrainer, labels: LabelStore, cfg: ProbingSectio
     x = np.zeros((b, phi.shape[1]), np.float32)
     r = np.zeros((b,), np.float32)
     x[:n], r[:n] = phi, y - G
-    _, cov = _blr(jnp.asarray(x), jnp.asarray(r), jnp.asarray(np.arange(b) < n), cfg.prior_precision,
-                  cfg.blr_noise_var)
-    return np.asarray(cov)
+    mean, cov = _blr(jnp.asarray(x), jnp.asarray(r), jnp.asarray(np.arange(b) < n), cfg.prior_precision,
+                     cfg.blr_noise_var)
+    return (np.asarray(mean), np.asarray(cov)) if with_mean else np.asarray(cov)
 
 
 @jax.jit
@@ -189,7 +191,10 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
         i = need[(ti, key)]
         return phi[i], float(G[i])
 
-    cov = posterior_cov(trainer, labels, cfg)
+    if cfg.posterior_mean:
+        post_mean, cov = posterior_cov(trainer, labels, cfg, with_mean=True)
+    else:
+        post_mean, cov = None, posterior_cov(trainer, labels, cfg)
     if bound:  # B.2: keep the comparisons (and the probes they inform) with the largest prior bound
         h = np.stack([feat(ti, x)[0] - feat(ti, b)[0] for ti, x, b in comp_list]) if comp_list \
             else np.zeros((0, F), np.float32)
@@ -215,6 +220,8 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
         fx, gx = feat(ti, x)
         fb, gb = feat(ti, b)
         directions[j], means[j], comp_mask[j] = fx - fb, gx - gb, True
+        if post_mean is not None:  # μ = G-margin + the BLR's posterior residual hᵀm (beliefs agree with Σ)
+            means[j] += float(directions[j] @ post_mean)
     win.inputs = AcquireInputs(
         features=jnp.asarray(features), cand_mask=jnp.asarray(cand_mask),
         noise_var=jnp.full((N,), cfg.noise_var, jnp.float32), group=jnp.asarray(_dense_groups(group)),

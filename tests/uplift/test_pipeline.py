@@ -382,3 +382,29 @@ def test_a_window_over_its_caps_is_pruned_by_bound(shared):
     again = build_window(win.tasks, run.retriever, run.labels, small, np.random.default_rng(99))
     assert [(ti, [m.mem_id for m in ms]) for ti, ms in again.sets] == \
         [(ti, [m.mem_id for m in ms]) for ti, ms in w.sets]  # deterministic: no sampling
+
+
+def test_posterior_mean_shifts_each_margin_by_the_blr_residual(shared):
+    """posterior_mean: μ_j = (G(X) − G(B)) + h_jᵀm, m the BLR posterior mean of y − G on φ (the same
+    posterior as Σ); the default keeps the scorer's margin alone."""
+    import dataclasses
+
+    from cfjax.uplift.probing import build_window, posterior_cov
+
+    run, p = shared.run, shared.cfg.probing
+    win = shared.windows[0][0]
+    plain = build_window(win.tasks, run.retriever, run.labels, p, np.random.default_rng(0))
+    with_mean = build_window(win.tasks, run.retriever, run.labels, dataclasses.replace(p, posterior_mean=True),
+                             np.random.default_rng(0))
+    m, cov = posterior_cov(run.trainer, run.labels, p, with_mean=True)
+    np.testing.assert_allclose(cov, posterior_cov(run.trainer, run.labels, p), atol=1e-6)
+    # m by a dense float64 solve of the same regression: A = λI + XᵀX/ν², m = A⁻¹Xᵀr/ν²
+    ctx, rows, mask, y = run.labels.arrays()
+    X = np.asarray(run.trainer.features(ctx, rows, mask), np.float64)
+    r = y - np.asarray(run.trainer.scores(ctx, rows, mask), np.float64)
+    A = p.prior_precision * np.eye(X.shape[1]) + X.T @ X / p.blr_noise_var
+    np.testing.assert_allclose(m, np.linalg.solve(A, X.T @ r / p.blr_noise_var), rtol=2e-3, atol=2e-4)
+    cm = np.asarray(plain.inputs.comp_mask)
+    h = np.asarray(plain.inputs.directions)[cm]
+    np.testing.assert_allclose(np.asarray(with_mean.inputs.means)[cm], np.asarray(plain.inputs.means)[cm] + h @ m,
+                               rtol=1e-4, atol=1e-5)
