@@ -190,7 +190,7 @@ def _countermem_config(args: argparse.Namespace):
 
 
 def _backbone(args: argparse.Namespace):
-    from cfjax.experiments.countermem.runner import backbone_spec
+    from cfjax.experiments.backbones import backbone_spec
 
     cache = False if getattr(args, "no_cache", False) else getattr(args, "cache", None)
     return _checked(f"--backbone {args.backbone}", backbone_spec, args.backbone,
@@ -325,15 +325,15 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _countermem_run(args: argparse.Namespace) -> int:
     from cfjax.config import QUICK
-    from cfjax.experiments.countermem.runner import expand_rows, resolve_suites, run_main
+    from cfjax.experiments.backbones import resolve_agents
+    from cfjax.experiments.common import resolve_suites
+    from cfjax.experiments.countermem.runner import expand_rows, run_main
 
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)
     rows = _checked("--rows", expand_rows, args.rows or ["all"])
     cfg = _countermem_config(args)
     max_tasks = (args.max_tasks or QUICK.max_tasks) if args.quick else args.max_tasks
-    from cfjax.experiments.backbones import resolve_agents
-
     agents = resolve_agents(args.agent)
     run_main(cfg, suites=suites, rows=rows, out=args.out, backbone=_backbone(args),
              workers=args.workers, threads=args.max_inflight, max_tasks=max_tasks, quick=args.quick,
@@ -363,7 +363,7 @@ def _countermem_table(args: argparse.Namespace) -> int:
     cfg = _countermem_config(args)  # --config, then --set (the table command has no --quick or seed flags)
     suite = args.suite
     if suite.startswith("jsonl:"):  # a user's task file: validated, named jsonl-<stem>
-        from cfjax.experiments.countermem.runner import resolve_suites
+        from cfjax.experiments.common import resolve_suites
 
         (suite,) = resolve_suites(suite)
     table_main(cfg, suite=suite, out=args.out, seed=args.seed, samples=args.samples,
@@ -408,7 +408,7 @@ def _antipersist_config(args: argparse.Namespace):
 
 def _antipersist_run(args: argparse.Namespace) -> int:
     from cfjax.experiments.antipersist.runner import run_main
-    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.common import resolve_suites
 
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)
@@ -434,7 +434,7 @@ def _upliftmem_config(args: argparse.Namespace):
 
 
 def _upliftmem_run(args: argparse.Namespace) -> int:
-    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.common import resolve_suites
     from cfjax.experiments.upliftmem.runner import run_main
 
     suites = resolve_suites(args.suite)
@@ -469,7 +469,7 @@ def _upliftmem_controlled(args: argparse.Namespace) -> int:
 
 
 def _upliftmem_stores(args: argparse.Namespace) -> int:
-    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.common import resolve_suites
     from cfjax.experiments.upliftmem.stores import stores_config, stores_main
 
     suites = resolve_suites([x for x in args.suite.split(",") if x] or ["sql"])
@@ -482,7 +482,7 @@ def _upliftmem_stores(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from cfjax.experiments.compare import CompareConfig, compare_main
-    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.common import resolve_suites
 
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)

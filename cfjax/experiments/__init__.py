@@ -29,12 +29,12 @@ from cfjax.infra._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".backbones": ["BackboneSpec", "backbone_spec", "backbone_stats", "default_cache_path", "default_workers"],
-    ".common": ["spread", "finite", "quick_splits", "clear_dir", "run_pool", "write_results"],
+    ".common": ["spread", "finite", "quick_splits", "resolve_suites", "clear_dir", "run_pool", "write_results"],
     ".worlds": ["SharedWorld", "open_world", "close_worlds"],
     ".countermem.rows": ["RowSpec", "TABLES", "RETENTION_RULES", "row_specs", "row_names", "rows_in", "register_row",
               "memory_row"],
     ".countermem.runner": ["UnitJob", "run_unit", "run_jobs", "make_jobs", "expand_rows",
-                    "suite_world_kwargs", "resolve_suites", "progress_bars", "RUN_FIGURES"],
+                    "suite_world_kwargs", "progress_bars", "RUN_FIGURES"],
     ".countermem.report": ["aggregate", "collect_outcomes", "format_report", "draw_figures", "load_results"],
     ".countermem.selectors": ["comparison_lines"],
     ".antipersist.runner": ["APJob", "run_all as run_antipersist", "format_table as format_antipersist_table",

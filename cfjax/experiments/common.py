@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from cfjax.infra.executors import Executor, RayExecutor, resolve_executor
 from cfjax.types import Splits
 
-__all__ = ["finite", "spread", "quick_splits", "clear_dir", "run_pool", "write_results"]
+__all__ = ["finite", "spread", "quick_splits", "resolve_suites", "clear_dir", "run_pool", "write_results"]
 
 T = TypeVar("T")
 
@@ -41,6 +41,31 @@ def quick_splits(splits: Splits, max_tasks: int) -> Splits:
     m = max_tasks
     return Splits(tuple(spread(splits.build, m)), tuple(spread(splits.train, m)),
                   tuple(spread(splits.val, max(2, m // 4))), tuple(spread(splits.eval, m)))
+
+
+def resolve_suites(suite: str | Sequence[str]) -> list[str]:
+    """``"all"`` → every built-in suite; a name or names are checked against the registry;
+    ``jsonl:PATH`` (a user's task file, :mod:`cfjax.domains.jsonl`) is validated and becomes its
+    suite name ``jsonl-<stem>`` (registered in this process for :func:`cfjax.domains.build_suite`;
+    a registered name resolves to itself, so resolving twice is harmless).
+
+    Raises:
+        cfjax.config.ConfigError: an unknown suite (the message lists the available ones), or a
+            user file that does not load (:class:`cfjax.domains.jsonl.JSONLError`: file, line, field).
+    """
+    from cfjax.config import ConfigError
+    from cfjax.domains import JSONL_PREFIX, SUITES, is_registered, register_jsonl
+
+    names = [suite] if isinstance(suite, str) else list(suite)
+    if names == ["all"]:
+        return list(SUITES)
+    if not names or any(n not in SUITES and not n.startswith(JSONL_PREFIX) and not is_registered(n) for n in names):
+        shown = suite if isinstance(suite, str) else " ".join(names)
+        raise ConfigError(f"unknown suite {shown!r} (available: {', '.join(SUITES)}, all, jsonl:PATH)")
+    out = [register_jsonl(n) if n.startswith(JSONL_PREFIX) else n for n in names]
+    if len(set(out)) != len(out):  # results directories are named by suite: task files need distinct stems
+        raise ConfigError(f"two suites share a name in {' '.join(names)} → {' '.join(out)}; rename a file")
+    return out
 
 
 def clear_dir(d: str | Path) -> None:

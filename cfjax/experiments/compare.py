@@ -316,7 +316,7 @@ def run_compare_job(job: CompareJob) -> dict:
     mworld = MeteredWorld(world, meter)
     random.seed(job.seed)
     got = method.run(suite, sp, backbone, mworld, job.cfg, job.seed, meter, Path(job.out_dir))
-    from cfjax.experiments.countermem.runner import backbone_stats
+    from cfjax.experiments.backbones import backbone_stats
 
     llm = backbone_stats(backbone._inner)
     return {"suite": job.suite, "method": job.method, "seed": job.seed, "llm": llm,
@@ -500,7 +500,8 @@ def compare_main(*, suites: Sequence[str], out: str | Path, quick: bool = False,
 
     ``cfg``: the config to run (the CLI's, with its ``--set`` overrides); ``None`` =
     :meth:`CompareConfig.quick` if ``quick``, else the defaults."""
-    from cfjax.experiments.countermem.runner import backbone_spec, default_workers, resolve_suites
+    from cfjax.experiments.backbones import backbone_spec, default_workers
+    from cfjax.experiments.common import resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)

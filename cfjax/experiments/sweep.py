@@ -165,7 +165,9 @@ def _run_countermem(spec: SweepSpec, points: list[dict], out: Path, workers: int
 
     from cfjax.config import CounterMemConfig
     from cfjax.domains import build_suite
-    from cfjax.experiments.countermem.runner import BackboneSpec, expand_rows, make_jobs, resolve_suites, run_jobs
+    from cfjax.experiments.backbones import BackboneSpec
+    from cfjax.experiments.common import resolve_suites
+    from cfjax.experiments.countermem.runner import expand_rows, make_jobs, run_jobs
     from cfjax.experiments.countermem.report import aggregate, collect_outcomes
 
     names = resolve_suites(list(spec.suites) if spec.suites != ("all",) else "all")
@@ -198,7 +200,7 @@ def _run_antipersist(spec: SweepSpec, points: list[dict], out: Path, workers: in
     """One Anti-Persistence run per point (each parallel over its own jobs)."""
     from cfjax.config import APConfig
     from cfjax.experiments.antipersist.runner import run_main
-    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.common import resolve_suites
     from cfjax.experiments.countermem.report import interval, outcome_clusters
 
     names = resolve_suites(list(spec.suites) if spec.suites != ("all",) else "all")
@@ -239,7 +241,7 @@ def _check_spec(spec: SweepSpec, grid: str | Path) -> None:
     """The grid's suites and rows exist and every point's config is valid (before the output
     directory is touched)."""
     from cfjax.config import APConfig, CounterMemConfig
-    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.common import resolve_suites
 
     base = CounterMemConfig() if spec.method == "countermem" else APConfig()
     for p in spec.points():

@@ -22,7 +22,7 @@ class SharedWorld(CachedWorld):
     every cfjax world being a pure function of the task's fixed state and the action text: a check
     another process already ran is read back instead of re-run (the agent still makes, and the ledger
     still counts, every call). Outcomes that did not complete (timeouts, infrastructure failures) are
-    never cached. The file is a scratch cache of one run (:func:`run_all` deletes it at the start and
+    never cached. The file is a scratch cache of one run (the runner deletes it at the start and
     the end), so no outcome outlives the code that produced it.
     """
 

@@ -126,7 +126,7 @@ def run_job(job: APJob) -> dict:
         for k in ("solved", "eval_sims"):
             d.pop(k)
         iters.append(d)
-    from cfjax.experiments.countermem.runner import backbone_stats
+    from cfjax.experiments.backbones import backbone_stats
 
     return {"suite": job.suite, "split_seed": job.split_seed, "row": job.row, "seed": job.seed,
             "llm": backbone_stats(backbone), "iterations": iters,
@@ -589,7 +589,9 @@ def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Seq
     """
     import os
 
-    from cfjax.experiments.countermem.runner import backbone_spec, default_workers, resolve_suites
+    from cfjax.experiments.backbones import backbone_spec, default_workers
+
+    from cfjax.experiments.common import resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)

@@ -12,7 +12,7 @@ The public names are re-exported by :mod:`cfjax.experiments`.
 from cfjax.infra._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    ".runner": ["UnitJob", "run_unit", "run_jobs", "make_jobs", "expand_rows", "suite_world_kwargs", "resolve_suites",
+    ".runner": ["UnitJob", "run_unit", "run_jobs", "make_jobs", "expand_rows", "suite_world_kwargs",
                 "progress_bars", "RUN_FIGURES", "run_main"],
     ".rows": ["RowSpec", "TABLES", "RETENTION_RULES", "row_specs", "row_names", "rows_in", "register_row", "memory_row"],
     ".report": ["aggregate", "collect_outcomes", "format_report", "draw_figures", "load_results", "outcome_clusters",

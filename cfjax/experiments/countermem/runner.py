@@ -53,7 +53,7 @@ from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import Backbone
 from cfjax.experiments.backbones import (BackboneSpec, agent_title, backbone_spec, backbone_stats,
                                          default_cache_path, default_workers, resolve_agents)
-from cfjax.experiments.common import finite, quick_splits, spread
+from cfjax.experiments.common import finite, quick_splits, resolve_suites, spread
 from cfjax.experiments.countermem.rows import row_names, row_specs
 from cfjax.domains.base import TRANSFER_CONDITIONS, Suite, transfer_condition
 from cfjax.types import Splits, Task
@@ -390,31 +390,6 @@ class _Null:
 
 
 # --------------------------------------------------------------------------- entry points of `cfjax countermem`
-
-
-def resolve_suites(suite: str | Sequence[str]) -> list[str]:
-    """``"all"`` → every built-in suite; a name or names are checked against the registry;
-    ``jsonl:PATH`` (a user's task file, :mod:`cfjax.domains.jsonl`) is validated and becomes its
-    suite name ``jsonl-<stem>`` (registered in this process for :func:`cfjax.domains.build_suite`;
-    a registered name resolves to itself, so resolving twice is harmless).
-
-    Raises:
-        cfjax.config.ConfigError: an unknown suite (the message lists the available ones), or a
-            user file that does not load (:class:`cfjax.domains.jsonl.JSONLError`: file, line, field).
-    """
-    from cfjax.config import ConfigError
-    from cfjax.domains import JSONL_PREFIX, SUITES, is_registered, register_jsonl
-
-    names = [suite] if isinstance(suite, str) else list(suite)
-    if names == ["all"]:
-        return list(SUITES)
-    if not names or any(n not in SUITES and not n.startswith(JSONL_PREFIX) and not is_registered(n) for n in names):
-        shown = suite if isinstance(suite, str) else " ".join(names)
-        raise ConfigError(f"unknown suite {shown!r} (available: {', '.join(SUITES)}, all, jsonl:PATH)")
-    out = [register_jsonl(n) if n.startswith(JSONL_PREFIX) else n for n in names]
-    if len(set(out)) != len(out):  # results directories are named by suite: task files need distinct stems
-        raise ConfigError(f"two suites share a name in {' '.join(names)} → {' '.join(out)}; rename a file")
-    return out
 
 
 def progress_bars(enabled: bool) -> ProgressFactory:

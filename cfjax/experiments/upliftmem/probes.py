@@ -41,7 +41,8 @@ STRATEGIES = ("evsi", "random", "mcstd", "eig")
 
 def _one_seed(suite, cfg: UpliftConfig, seed: int, strategies: Sequence[str], budgets: Sequence[int],
               log: Callable[[str], None]) -> dict:
-    from cfjax.experiments.countermem.runner import BackboneSpec, quick_splits
+    from cfjax.experiments.backbones import BackboneSpec
+    from cfjax.experiments.common import quick_splits
     from cfjax.uplift import AgentExecutor, UpliftRun
     from cfjax.uplift.probing import WindowTask
 
@@ -182,7 +183,7 @@ def probes_main(*, suites: Sequence[str], out: str | Path, quick: bool = False, 
     """``cfjax upliftmem probes``. ``cfg``: the config (the CLI's, with its ``--set`` overrides);
     ``None`` = :func:`~cfjax.experiments.upliftmem.runner.quick_config` if ``quick``, else the defaults.
     ``probes.json`` records it under ``"config"``."""
-    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.common import resolve_suites
     from cfjax.experiments.upliftmem.runner import quick_config
     from cfjax.infra.io import prepare_output_dir
 

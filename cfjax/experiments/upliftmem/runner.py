@@ -117,7 +117,7 @@ def run_job(job: UpliftJob) -> dict:
         run.trainer.save(out / "scorer", {"suite": job.suite, "variant": job.variant, "train_seed": seed,
                                           "labels": len(run.labels)})
     families = [suite.answer_key(t).family for t in res.task_ids]  # analysis: per-family breakdown
-    from cfjax.experiments.countermem.runner import backbone_stats
+    from cfjax.experiments.backbones import backbone_stats
 
     return {"suite": job.suite, "variant": job.variant, "train_seed": seed, "task_ids": res.task_ids,
             "families": families, "llm": backbone_stats(backbone),
@@ -337,7 +337,8 @@ def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows:
              log: Callable[[str], None] = print, existing: str = "refuse", executor: Executor = "local") -> dict:
     """``cfjax upliftmem run``: :func:`run_all` with a header and a closing line."""
     from cfjax.config import ConfigError
-    from cfjax.experiments.countermem.runner import backbone_spec, default_workers, resolve_suites
+    from cfjax.experiments.backbones import backbone_spec, default_workers
+    from cfjax.experiments.common import resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)

@@ -352,7 +352,7 @@ def stores_main(*, out: str | Path, suites: Sequence[str] = ("sql",), stores: Se
     (default scripted)."""
     from cfjax.config import ConfigError
     from cfjax.experiments.backbones import BackboneSpec, backbone_spec
-    from cfjax.experiments.countermem.runner import resolve_suites
+    from cfjax.experiments.common import resolve_suites
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(list(suites) or ["sql"])
