@@ -456,6 +456,14 @@ def _upliftmem_probes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upliftmem_probe_study(args: argparse.Namespace) -> int:
+    from cfjax.experiments.upliftmem.probe_study import probe_study_main
+
+    probe_study_main(out=args.out, seeds=args.seeds, quick=args.quick, strategies=args.strategies, log=_log,
+                     existing=_existing(args))
+    return 0
+
+
 def _upliftmem_controlled(args: argparse.Namespace) -> int:
     from cfjax.config import UpliftConfig
     from cfjax.experiments.upliftmem.controlled import controlled_config, controlled_main
@@ -672,6 +680,19 @@ def build_parser() -> argparse.ArgumentParser:
               order="Applied after --quick (the last --set of a key wins); probes.json records the config.")
     _out_flags(upr, force="replace probes.json, probes.txt, probes.png and suites/ in --out", resume=None)
     upr.set_defaults(func=_upliftmem_probes)
+    ups_ = ups.add_parser("probe-study", parents=[common],
+                          help="synthetic probe study (closed-form Δ): oracle headroom, then EVSI, MC-STD, EIG and "
+                               "oracles against random on the beam-choice regret and local-comparison accuracy")
+    ups_.add_argument("--out", required=True, help="output directory (probe_study.json, probe_study.txt)")
+    ups_.add_argument("--seeds", type=_seed_int, nargs="+", default=None,
+                      help="domain seeds (default 100-123; --quick: 100-103)")
+    ups_.add_argument("--strategies", nargs="+", default=None,
+                      help="evsi evsi_local mcstd eig random oracle_var oracle_err oracle_gain none (default all; "
+                           "--quick: evsi random oracle_err none), and the ablations of evsi: evsi_local_family "
+                           "evsi_top8 evsi_uncalibrated evsi_fixed_noise evsi_softmax")
+    ups_.add_argument("--quick", action="store_true", help="4 seeds, 4 strategies (smoke run)")
+    _out_flags(ups_, force="replace probe_study.json and probe_study.txt in --out", resume=None)
+    ups_.set_defaults(func=_upliftmem_probe_study)
     uc = ups.add_parser("controlled", parents=[common],
                         help="native vs UpliftMem retrieval on the MemSyco-like suite's fixed stores, answered by "
                              "its frozen scripted answerer (Table 3, RQ2/RQ5 analogues)")

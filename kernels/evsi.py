@@ -463,12 +463,14 @@ def blr_posterior(x, y, mask, *, prior_precision, noise_var):
 
     Prior ``ξ ~ N(0, λ⁻¹I)``, likelihood ``y_i = x_iᵀξ + ε_i``, ``ε_i ~ N(0, ν²)``; masked rows are
     ignored. Posterior precision ``A = λI + XᵀX/ν²``, ``cov = A⁻¹``, ``mean = A⁻¹Xᵀy/ν²``, through a
-    Cholesky factor of ``A``. ``y`` should be the residual ``y − G_θ`` (the surrogate's prior mean
+    Cholesky factor of ``A``. A per-row ``ν_i²`` (`f32[n]`) gives the heteroscedastic posterior
+    ``A = λI + XᵀWX``, ``mean = A⁻¹XᵀWy``, ``W = diag(1/ν_i²)``. ``y`` should be the residual ``y − G_θ`` (the surrogate's prior mean
     is the scorer).
 
     Args:
       x: `f32[n, r]` features; y: `f32[n]` targets; mask: `bool[n]`.
-      prior_precision: ``λ > 0`` (float or `f32[]`); noise_var: ``ν² > 0`` (float or `f32[]`).
+      prior_precision: ``λ > 0`` (float or `f32[]`); noise_var: ``ν² > 0`` (float or `f32[]`), or
+        `f32[n]` per row.
 
     Returns:
       ``(mean f32[r], cov f32[r, r])``.
@@ -476,9 +478,14 @@ def blr_posterior(x, y, mask, *, prior_precision, noise_var):
     xm = jnp.where(mask[:, None], x, 0.0)  # padding may hold anything, even NaN
     ym = jnp.where(mask, y, 0.0)
     r = x.shape[1]
-    a = prior_precision * jnp.eye(r, dtype=x.dtype) + (xm.T @ xm) / noise_var
+    if jnp.ndim(noise_var) == 0:
+        a = prior_precision * jnp.eye(r, dtype=x.dtype) + (xm.T @ xm) / noise_var
+        b = xm.T @ ym / noise_var
+    else:  # heteroscedastic: row i weighted by 1/ν_i² (padding rows are zero whatever their ν²)
+        w = 1.0 / jnp.where(mask, noise_var, 1.0)
+        a = prior_precision * jnp.eye(r, dtype=x.dtype) + xm.T @ (xm * w[:, None])
+        b = xm.T @ (ym * w)
     chol = jnp.linalg.cholesky(a)
-    b = xm.T @ ym / noise_var
     mean = jax.scipy.linalg.cho_solve((chol, True), b)
     linv = jax.scipy.linalg.solve_triangular(chol, jnp.eye(r, dtype=x.dtype), lower=True)
     cov = linv.T @ linv

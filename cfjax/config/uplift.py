@@ -17,7 +17,7 @@ from cfjax.config.scripted import ScriptedConfig
 from cfjax.infra.index import IndexConfig
 from cfjax.kernels.setscore import UpliftLossConfig
 
-__all__ = ["UtilitySpec", "UtilitySection", "RetrievalSection", "ScorerSection", "TrainingSection",
+__all__ = ["LEGACY_PROBING", "LEGACY_TRAINING", "UtilitySpec", "UtilitySection", "RetrievalSection", "ScorerSection", "TrainingSection",
            "ProbingSection", "UpliftConfig", "STRATEGIES"]
 
 #: probe acquisition strategies (§4.3; RQ4 baselines)
@@ -237,11 +237,10 @@ class TrainingSection:
     steps_per_update: int = 8  # ours: value(+policy) steps per update, one lax.scan
     minibatch_tasks: int = 16  # ours: tasks per value minibatch
     labels_per_task: int = 8  # ours: labels per task in a value minibatch (pairs within a task)
-    # which of a task's labels a value minibatch takes: "latest" (default; its labels_per_task most recent —
-    # a departure issue 22 names: L_value is an expectation over all of D, kept until the UpliftMem studies
-    # are re-run) or "all" (labels_per_task drawn uniformly from all of the task's labels at every step, so
-    # the loss estimates the expectation over every label, as Σ already uses every label)
-    value_labels: str = "latest"
+    # which of a task's labels a value minibatch takes: "all" (default; labels_per_task drawn uniformly from
+    # all of the task's labels at every step, so the loss estimates L_value's expectation over all of D, as
+    # Σ uses every label) or "latest" (its labels_per_task most recent; the earlier default)
+    value_labels: str = "all"
     revisions: int = 3  # T: writing revisions at most (Table 6)
     tau_accept: float = 0.0  # writing acceptance and admission threshold (Table 6)
     write: bool = True  # online memory writing (App. B.3)
@@ -259,6 +258,15 @@ class TrainingSection:
             raise ValueError(f"TrainingSection.value_labels must be 'latest' or 'all', got {self.value_labels!r}")
 
 
+#: the probing defaults before issue 22 (``dataclasses.replace(probing, **LEGACY_PROBING)``; the probe study's
+#: ``evsi_local``): the local family over the top-8 recalled memories, uniform pruning, μ in G units without
+#: the posterior mean, homoscedastic noise, softmax with τ = 0.01 on the summed V
+LEGACY_PROBING = {"mode": "softmax", "normalize_values": False, "probe_candidates": 8, "family": "local",
+                  "prune": "uniform", "calibration": "none", "posterior_mean": False, "noise": "fixed"}
+#: the value-loss default before issue 22 (``dataclasses.replace(training, **LEGACY_TRAINING)``)
+LEGACY_TRAINING = {"value_labels": "latest"}
+
+
 @dataclass(frozen=True)
 class ProbingSection:
     """Decision-aware probing (§4.3, App. A.4–A.7, B.2)."""
@@ -267,43 +275,78 @@ class ProbingSection:
     every: int = 400  # h: processed tasks per acquisition event (Table 6)
     min_windows_per_epoch: int = 2  # ours: when the stream is shorter than h, h = ⌈stream / this⌉
     budget: int = 300  # B_p: new probe executions per event at most (Table 6)
-    tau_evsi: float = 0.01  # τ_evsi of p_t(q) ∝ exp(V_t(q)/τ) (ours). Departure (issue 22): V is in G units
-    # summed over a family whose size grows with the window, so τ has no fixed meaning across window sizes
-    # mode: "softmax" samples q from p_t(q) ∝ exp(V_t(q)/τ_evsi) (App. B.2, the default); "argmax" takes the
-    # largest V_t (lowest index on ties; τ_evsi unused)
-    mode: str = "softmax"
-    probe_candidates: int = 8  # ours: m' ranges over the top-8 recalled memories (additions/replacements)
-    max_pool: int = 1024  # ours: probe candidates per window (fixed shape; sampled down if more)
-    max_comparisons: int = 1024  # ours: comparisons per window (fixed shape; sampled down if more)
-    # how a window over max_pool / max_comparisons is cut down: "uniform" (default; a uniform sample, a
-    # departure from B.2 issue 22 names, kept until the UpliftMem studies are re-run) or "bound" (B.2: the
-    # comparisons with the largest prior bound σ_j = sqrt(h_jᵀ Σ h_j) first, and the probes whose largest
-    # σ_j over their comparisons is largest)
-    prune: str = "uniform"
-    noise_var: float = 0.25  # ν_q² (ours: a paired label of a Bernoulli-like outcome, variance ≤ 0.25 per run)
+    # The defaults are the paper's rules as issue 22 reads App. B.2, A.4 and A.6 (the probe study,
+    # `cfjax upliftmem probe-study`, compares them with the earlier defaults, LEGACY_PROBING above).
+    #
+    # mode: "argmax" (default) takes the largest V_t (lowest index on ties) — the τ → 0 limit of B.2's
+    # softmax; the paper gives no τ_evsi, and ours would have to be chosen again for the normalised V.
+    # "softmax" samples q from p_t(q) ∝ exp(V_t(q)/τ_evsi) (App. B.2)
+    mode: str = "argmax"
+    tau_evsi: float = 0.01  # τ_evsi of the softmax (ours). With normalize_values V is the mean gain per
+    # comparison (V/J), in utility units with calibration = "scale", so τ means the same at every window size
+    normalize_values: bool = True  # V_t(q)/J in the softmax, implemented as τ·J (J = the window's comparisons);
+    # False: V summed over the family (Eq. 12's H(Q)), whose size grows with the window
+    # m' of additions and replacements: 0 (default) = all of C(c) (App. B.2); n > 0 = the n most similar
+    # recalled memories (the earlier default 8 kept windows small)
+    probe_candidates: int = 0
+    # the comparison family (App. B.2, A.6): "siblings" (default) — each neighbour against the base it edits
+    # (removals, additions, stopping against ∅), plus the continuations of a shared base (the additions of
+    # B, the replacements of one member of B) each against that group's predicted-best continuation ("which
+    # continuation is preferred"; one incumbent per group, as A.6 advises against duplicate comparisons, so a
+    # group adds |group| − 1 comparisons, not |group|²/2); "local" — the neighbour-against-base comparisons
+    # only (the earlier default); "finite" — A.6's finite family: per task every set of the neighbourhood
+    # (∅ and the prefixes included) once against the task's predicted-best set, nothing else
+    family: str = "siblings"
+    max_pool: int = 1024  # ours: probe candidates per window (fixed shape; pruned if more)
+    max_comparisons: int = 1024  # ours: comparisons per window (fixed shape; pruned if more)
+    # how a window over max_pool / max_comparisons is cut down: "bound" (default, B.2: the comparisons with
+    # the largest prior bound σ_j = sqrt(h_jᵀ Σ h_j) first, then the probes whose largest σ_j over their
+    # comparisons is largest; deterministic) or "uniform" (a uniform sample; the earlier default)
+    prune: str = "bound"
+    # G's units: "scale" (default) — G is calibrated to utility units by a fitted scale a (y ≈ a·G through
+    # the origin, G(∅) = Δ(∅) = 0; a ridge toward a = 1 of weight calibration_prior; a ≥ 0), μ_j = a·(G(X) −
+    # G(B)) and the BLR regresses y − a·G; "none" — μ in G units (L_sign treats G as a logit, so sd(G) can be
+    # several times sd(Δ); the earlier default). The paper's other option, the sign loss on a separate logit,
+    # is not offered
+    calibration: str = "scale"
+    calibration_prior: float = 1.0
+    # μ_j also takes h_jᵀm, m the BLR posterior mean of the residuals (so μ and Σ come from one posterior;
+    # default on; off: the scorer's margin alone, the earlier default)
+    posterior_mean: bool = True
+    # the noise model, one for Σ and for Ω: "bernoulli" (default) — a label's own variance is ν_q² =
+    # max(noise_floor, p(1 − p)), p = min(1, |Δ̂_q|), Δ̂_q its predicted uplift (a·G, plus φᵀm with
+    # posterior_mean; a·G for the labels the BLR regresses on) — the variance of a paired label under common
+    # random numbers, |Δ|(1 − |Δ|) — and the shared reference adds ν_0² = ref_noise_var: in Ω as the shared
+    # term of its group, in the BLR as ν_i² + ν_0² per label (a departure: the BLR treats labels as
+    # independent; the within-group covariance is modelled in Ω only). "fixed": ν_q² = noise_var in Ω and
+    # blr_noise_var in the BLR, homoscedastic (the earlier default; 0.25 vs Ω's 0.5)
+    noise: str = "bernoulli"
+    noise_floor: float = 0.02
+    noise_var: float = 0.25  # ν_q² of the fixed model (ours: a paired label's variance is ≤ 0.25 per run)
     ref_noise_var: float = 0.25  # ν_0², the shared no-memory reference's part (App. A.4)
     prior_precision: float = 1.0  # λ of the BLR posterior Σ over φ (SPEC §2.3, our choice)
-    blr_noise_var: float = 0.25  # ν² of the BLR likelihood. Departure (issue 22): the prospective Ω uses
-    # noise_var + ref_noise_var = 0.5, and neither is label-variance-aware (≈ |Δ|(1 − |Δ|) under common
-    # random numbers); set blr_noise_var = noise_var + ref_noise_var for one homoscedastic noise model
-    # μ of a comparison: the scorer's margin G(X) − G(B) (default; the BLR's posterior mean is not used —
-    # a departure issue 22 names) or, with posterior_mean, that margin plus hᵀm, m the BLR posterior mean
-    # of the residuals y − G on φ (so μ and Σ come from the same posterior)
-    posterior_mean: bool = False
+    blr_noise_var: float = 0.25  # ν² of the BLR likelihood of the fixed model
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"ProbingSection.strategy must be one of {STRATEGIES}, got {self.strategy!r}")
-        for name in ("every", "min_windows_per_epoch", "probe_candidates", "max_pool", "max_comparisons"):
+        for name in ("every", "min_windows_per_epoch", "max_pool", "max_comparisons"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ProbingSection.{name} must be ≥ 1, got {getattr(self, name)}")
+        if self.probe_candidates < 0:
+            raise ValueError(f"ProbingSection.probe_candidates must be ≥ 0 (0 = all of C(c)), got {self.probe_candidates}")
+        for name, allowed in (("family", ("local", "siblings", "finite")), ("calibration", ("none", "scale")),
+                              ("noise", ("fixed", "bernoulli"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"ProbingSection.{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.budget < 0:
             raise ValueError("ProbingSection.budget must be ≥ 0")
         if self.prune not in ("uniform", "bound"):
             raise ValueError(f"ProbingSection.prune must be 'uniform' or 'bound', got {self.prune!r}")
         if self.mode not in ("softmax", "argmax"):
             raise ValueError(f"ProbingSection.mode must be 'softmax' or 'argmax', got {self.mode!r}")
-        for name in ("tau_evsi", "noise_var", "ref_noise_var", "prior_precision", "blr_noise_var"):
+        for name in ("tau_evsi", "noise_var", "ref_noise_var", "prior_precision", "blr_noise_var",
+                     "calibration_prior", "noise_floor"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ProbingSection.{name} must be > 0")
 

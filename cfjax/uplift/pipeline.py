@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 import jax
 import numpy as np
 
-from cfjax.config.uplift import UpliftConfig
+from cfjax.config.uplift import ProbingSection, UpliftConfig
 from cfjax.infra.concurrency import inflight_of
 from cfjax.infra.ledger import Ledger
 from cfjax.types import Backbone, Task
 from cfjax.uplift.core import ExecutionLog, Label, Labeler, Memory, SetExecutor, set_key
 from cfjax.uplift.pool import MemoryPool, Writer
-from cfjax.uplift.probing import WindowTask, acquire, build_window, label_many
+from cfjax.uplift.probing import Window, WindowTask, acquire, build_window, label_many
 from cfjax.uplift.retrieval import Candidates, Retriever
 from cfjax.uplift.scorer import LabelStore, PathRecord, ScorerTrainer
 
@@ -261,11 +261,19 @@ class UpliftRun:
         return inflight_of(getattr(self.labeler.executor, "backbone", None))
 
     def probe_window(self, window: Sequence[WindowTask], *, budget: int | None = None, strategy: str | None = None,
-                     on_window: Callable | None = None) -> list[Label]:
-        """One acquisition event: build the B.2 window, acquire, execute, label, update."""
-        p = self.cfg.probing
+                     on_window: Callable | None = None, probing: ProbingSection | None = None,
+                     choose: Callable[[Window, int], list] | None = None) -> list[Label]:
+        """One acquisition event: build the B.2 window, acquire, execute, label, update.
+
+        ``probing`` replaces the config's probing section for this event; ``choose(window, budget)``
+        replaces the acquisition rule (a study's oracle; it returns picks of ``window.sets``)."""
+        p = probing or self.cfg.probing
         win = build_window(window, self.retriever, self.labels, p, self.rng)
-        picks = acquire(win, p, self._next_key(), budget=budget, strategy=strategy or self.row.probing)
+        key = self._next_key()
+        if choose is not None:
+            picks = choose(win, p.budget if budget is None else int(budget))
+        else:
+            picks = acquire(win, p, key, budget=budget, strategy=strategy or self.row.probing)
         labels = []
         items = [(win.tasks[ti].cands.task, list(members), win.tasks[ti].seed) for ti, members in picks]
         for (ti, members), (lab, _) in zip(picks, label_many(self.labeler, items, kind="probe",

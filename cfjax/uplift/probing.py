@@ -8,24 +8,33 @@ and the recalled pool ``C(c)``. :func:`build_window`:
 
 * **probe pool** — for the final set ``S`` *and each of its retrieval prefixes* ``S_0 = ∅ … S_L``
   (App. B.2 "the edit operator is also defined on retrieval prefixes"): the set itself, removals
-  ``B∖{m}``, additions ``B ∪ {m'}`` and replacements ``(B∖{m}) ∪ {m'}``; ``m'`` ranges over the
-  ``probe_candidates`` most similar recalled memories (ours: the full ``C(c)`` would give ~250 sets per
-  prefix). Every candidate satisfies the retrieval constraints (cap ``K``, token budget, no repeats),
-  is non-empty, and is deduplicated by members; sets already executed with the window's draft seed are
-  left out (their labels exist).
-* **comparison family** — the local choices the edits expose: each neighbour against its base
-  (direction ``h = φ(X) − φ(B)``, margin ``μ = G(X) − G(B)``); against ``B = ∅`` this is a stopping
-  comparison with reference margin 0 (``φ(∅) = 0``, ``G(∅) = 0``). Each unordered pair once, one
-  orientation (EVSI is orientation-free).
-* **beliefs** — ``φ`` = the scorer's penultimate features; ``Σ`` = the posterior covariance of a Bayesian
-  linear regression of the residuals ``y − G`` on ``φ`` over all labels (:func:`cfjax.kernels.blr_posterior`;
-  SPEC §2.3, our choice); the probes of one task share its no-memory reference (``group`` = the task's
-  reference execution), so they share ``ν_0²`` in ``Ω_Q``.
+  ``B∖{m}``, additions ``B ∪ {m'}`` and replacements ``(B∖{m}) ∪ {m'}``; ``m'`` ranges over all of
+  ``C(c)`` (``probe_candidates = 0``, B.2) or its ``probe_candidates`` most similar memories (the
+  default 8, ours). Every candidate satisfies the retrieval constraints (cap ``K``, token budget, no
+  repeats), is non-empty, and is deduplicated by members; sets already executed with the window's draft
+  seed are left out (their labels exist).
+* **comparison family** (``ProbingSection.family``) — ``"local"``: each neighbour against its base
+  (direction ``h = φ(X) − φ(B)``, margin ``μ = G(X) − G(B)``; against ``B = ∅`` a stopping comparison
+  with reference margin 0, ``φ(∅) = 0``, ``G(∅) = 0``). ``"siblings"``: those plus B.2's "replacements
+  of a shared base": the continuations of one base (its additions; the replacements of one member of
+  ``B``, which share ``B∖{m}``) each against the group's predicted-best continuation (one incumbent per
+  group, as A.6 advises against duplicate comparisons). ``"finite"``: A.6's finite family — per task,
+  every set of its neighbourhood (∅ and the prefixes included) once against the task's predicted-best
+  set. Each unordered pair once, one orientation (EVSI is orientation-free).
+* **beliefs** (:func:`beliefs`) — ``φ`` = the scorer's penultimate features; ``G`` calibrated to utility
+  units by a fitted scale ``a`` (``calibration = "scale"``; else ``a = 1``); ``Σ`` (and ``m``) = the
+  posterior of a Bayesian linear regression of the residuals ``y − a·G`` on ``φ`` over all labels
+  (:func:`cfjax.kernels.blr_posterior`; SPEC §2.3, our choice); ``μ_j = a·(G(X) − G(B))`` plus
+  ``h_jᵀm`` with ``posterior_mean``. Noise (``noise``): one fixed ``ν²`` or each label's own variance
+  ``p(1 − p)`` at its prediction, ``+ ν_0²`` for the shared reference, in both Σ and Ω. The probes of
+  one task share its no-memory reference (``group`` = the task's reference execution), so they share
+  ``ν_0²`` in ``Ω_Q``.
 
 Shapes are fixed per run (``max_pool`` candidates, ``max_comparisons`` comparisons). A larger window is
 cut down (the totals recorded in :class:`Window`) uniformly (``prune = "uniform"``, the default) or by
 the comparison bound (``"bound"``, App. B.2; :func:`prune_by_bound`). :func:`acquire` draws up to ``B_p`` probes with the
-configured strategy: EVSI (``p_t(q) ∝ exp(V_t(q)/τ_evsi)``, sequential rank-one conditioning,
+configured strategy: EVSI (``p_t(q) ∝ exp(V_t(q)/τ_evsi)``, or ``exp(V_t(q)/(J·τ_evsi))`` with
+``normalize_values``; sequential rank-one conditioning,
 :func:`cfjax.kernels.make_acquire`), or the RQ4 baselines random, MC-STD and EIG
 (:mod:`cfjax.kernels.probes`).
 """
@@ -50,8 +59,8 @@ from cfjax.uplift.core import Execution, Label, Labeler, Memory, set_key
 from cfjax.uplift.retrieval import Candidates, Retriever
 from cfjax.uplift.scorer import LabelStore, ScorerTrainer, pad_rows
 
-__all__ = ["WindowTask", "Window", "neighbourhood", "build_window", "acquire", "posterior_cov", "label_many",
-           "prune_by_bound"]
+__all__ = ["WindowTask", "Window", "Beliefs", "neighbourhood", "build_window", "acquire", "beliefs", "posterior_cov",
+           "calibration_scale", "label_noise", "label_many", "prune_by_bound"]
 
 
 @dataclass
@@ -106,27 +115,80 @@ def neighbourhood(base: Sequence[Memory], pool: Sequence[Memory], *, k: int, bud
     return list(out.values())
 
 
-def posterior_cov(trainer: ScorerTrainer, labels: LabelStore, cfg: ProbingSection, *, with_mean: bool = False):
-    """``Σ``: the BLR posterior covariance of ``y − G`` on ``φ`` over every label (SPEC §2.3); with
-    ``with_mean`` also its posterior mean ``m`` (the residual correction ``φᵀm``): ``(m, Σ)``."""
+@dataclass
+class Beliefs:
+    """The Gaussian beliefs of one window (App. A.4): ``Δ̂(X) = a·G(X) + φ(X)ᵀm``, ``Cov = φᵀΣφ``."""
+
+    scale: float  # a: the calibration of G to utility units (1 without calibration)
+    mean: np.ndarray  # f[F] m: the BLR posterior mean of the residuals y − a·G (used with posterior_mean)
+    cov: np.ndarray  # f[F, F] Σ: their posterior covariance
+
+
+def calibration_scale(G: np.ndarray, y: np.ndarray, cfg: ProbingSection) -> float:
+    """``a`` of ``y ≈ a·G`` (``calibration = "scale"``): least squares through the origin (``G(∅) = Δ(∅) = 0``)
+    with a ridge toward 1 of weight ``λ_a = calibration_prior``, ``a = (Σ G y + λ_a)/(Σ G² + λ_a)``, floored
+    at 0; ``1.0`` with ``calibration = "none"``."""
+    if cfg.calibration == "none":
+        return 1.0
+    G, y = np.asarray(G, np.float64), np.asarray(y, np.float64)
+    lam = float(cfg.calibration_prior)
+    return max(0.0, float((G @ y + lam) / (G @ G + lam)))
+
+
+def label_noise(pred: np.ndarray, cfg: ProbingSection) -> np.ndarray:
+    """``ν_q² = max(noise_floor, p(1 − p))``, ``p = min(1, |Δ̂_q|)``: the variance of a paired label with
+    mean ``Δ̂_q`` under common random numbers (``noise = "bernoulli"``)."""
+    p = np.minimum(1.0, np.abs(np.asarray(pred, np.float64)))
+    return np.maximum(cfg.noise_floor, p * (1.0 - p)).astype(np.float32)
+
+
+def beliefs(trainer: ScorerTrainer, labels: LabelStore, cfg: ProbingSection) -> Beliefs:
+    """``a``, ``m`` and ``Σ`` from every label (module docstring): a Bayesian linear regression of the
+    residuals ``y − a·G`` on ``φ`` (SPEC §2.3), with noise ``blr_noise_var`` (``noise = "fixed"``) or each
+    label's own ``ν_i² + ν_0²`` (``"bernoulli"``, ν_i² at its prediction ``a·G_i``)."""
+    F = trainer.cfg.scorer.features
     if len(labels) == 0:
-        eye = np.eye(trainer.cfg.scorer.features, dtype=np.float32) / cfg.prior_precision
-        return (np.zeros(eye.shape[0], np.float32), eye) if with_mean else eye
+        return Beliefs(1.0, np.zeros(F, np.float32), np.eye(F, dtype=np.float32) / cfg.prior_precision)
     ctx, rows, mask, y = labels.arrays()
     phi = trainer.features(ctx, rows, mask)
     G = trainer.scores(ctx, rows, mask)
+    a = calibration_scale(G, y, cfg)
     n, b = len(y), pad_rows(len(y))  # padded rows are masked out of the regression (one compile per size class)
     x = np.zeros((b, phi.shape[1]), np.float32)
     r = np.zeros((b,), np.float32)
-    x[:n], r[:n] = phi, y - G
-    mean, cov = _blr(jnp.asarray(x), jnp.asarray(r), jnp.asarray(np.arange(b) < n), cfg.prior_precision,
-                     cfg.blr_noise_var)
-    return (np.asarray(mean), np.asarray(cov)) if with_mean else np.asarray(cov)
+    x[:n] = phi
+    r[:n] = y - G if a == 1.0 else y - np.float32(a) * G
+    if cfg.noise == "fixed":
+        nu2 = cfg.blr_noise_var
+    else:
+        nu2 = np.ones((b,), np.float32)
+        nu2[:n] = label_noise(a * G, cfg) + np.float32(cfg.ref_noise_var)
+        nu2 = jnp.asarray(nu2)
+    mean, cov = _blr(jnp.asarray(x), jnp.asarray(r), jnp.asarray(np.arange(b) < n), cfg.prior_precision, nu2)
+    return Beliefs(a, np.asarray(mean), np.asarray(cov))
+
+
+def posterior_cov(trainer: ScorerTrainer, labels: LabelStore, cfg: ProbingSection, *, with_mean: bool = False):
+    """``Σ`` of :func:`beliefs`; with ``with_mean`` also its posterior mean ``m``: ``(m, Σ)``."""
+    bel = beliefs(trainer, labels, cfg)
+    return (bel.mean, bel.cov) if with_mean else bel.cov
 
 
 @jax.jit
 def _blr(x, y, mask, lam, nu2):
     return blr_posterior(x, y, mask, prior_precision=lam, noise_var=nu2)
+
+
+def _parent(nb: tuple[Memory, ...], base: Sequence[Memory]) -> tuple[str, ...] | None:
+    """The shared base of a continuation: ``B`` for an addition ``B ∪ {m'}``, ``B∖{m}`` for a replacement;
+    ``None`` for a removal (or the base itself)."""
+    if len(nb) < len(base):
+        return None
+    ids = {m.mem_id for m in nb}
+    common = [m for m in base if m.mem_id in ids]
+    if len(common) != len(nb) - 1:
+        return None
+    return set_key(common)
 
 
 def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: LabelStore, cfg: ProbingSection,
@@ -137,8 +199,12 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
     seen: set = set()
     comps: dict[tuple, tuple[int, tuple[str, ...], tuple[str, ...]]] = {}
     by_key: dict[tuple, tuple[int, tuple[Memory, ...]]] = {}
+    groups: dict[tuple, list[tuple[str, ...]]] = {}  # (task, shared base) → its continuations (siblings)
+    first_ti: dict[str, int] = {}  # task id → its first window entry (the entry its family is scored on)
     for ti, wt in enumerate(tasks):
-        top = wt.cands.memories[:cfg.probe_candidates]
+        tid = wt.cands.task.task_id
+        first_ti.setdefault(tid, ti)
+        top = wt.cands.memories if cfg.probe_candidates == 0 else wt.cands.memories[:cfg.probe_candidates]
         prefixes = [wt.path[:j] for j in range(len(wt.path) + 1)]
         for base in prefixes:
             bkey = set_key(base)
@@ -150,9 +216,64 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
                 if nkey not in wt.executed and (ti, nkey) not in seen:
                     seen.add((ti, nkey))
                     sets.append((ti, nb))
-                if nkey != bkey:
-                    pair = (ti,) + tuple(sorted([nkey, bkey]))
-                    comps.setdefault(pair, (ti, nkey, bkey))
+                if nkey == bkey or cfg.family == "finite":
+                    continue
+                pair = (tid,) + tuple(sorted([nkey, bkey]))  # by task: a task twice in a window is one decision
+                comps.setdefault(pair, (ti, nkey, bkey))
+                parent = _parent(nb, base) if cfg.family == "siblings" else None
+                if parent is not None:
+                    sib = groups.setdefault((tid, parent), [])
+                    if nkey not in sib:
+                        sib.append(nkey)
+
+    trainer = retriever.trainer
+    bel = beliefs(trainer, labels, cfg)
+    F = bel.cov.shape[0]
+    scored: dict[tuple, tuple[np.ndarray, float]] = {}  # (task, set key) → (φ, G)
+
+    def score(items: Sequence[tuple[int, tuple[Memory, ...]]]) -> None:
+        items = [it for it in items if (it[0], set_key(it[1])) not in scored]
+        if not items:
+            return
+        arrs = [retriever.set_rows(tasks[ti].cands.task, ms) for ti, ms in items]
+        ctx = np.stack([a[0] for a in arrs])
+        rows = np.stack([a[1] for a in arrs])
+        mask = np.stack([a[2] for a in arrs])
+        phi, G = trainer.features(ctx, rows, mask), trainer.scores(ctx, rows, mask)
+        for i, (ti, ms) in enumerate(items):
+            scored[(ti, set_key(ms))] = (phi[i], float(G[i]))
+
+    def feat(ti: int, key: tuple) -> tuple[np.ndarray, float]:
+        return (np.zeros((F,), np.float32), 0.0) if not key else scored[(ti, key)]
+
+    def predicted(ti: int, key: tuple) -> float:  # Δ̂ = a·G (+ φᵀm): what the incumbent of a family maximises
+        f, g = feat(ti, key)
+        return bel.scale * g + (float(f @ bel.mean) if cfg.posterior_mean else 0.0)
+
+    if cfg.family != "local":  # the incumbents need every set's prediction first
+        score(list(by_key.values()))
+        if cfg.family == "siblings":
+            for (tid, _), sib in groups.items():
+                ti = first_ti[tid]
+                if len(sib) > 1:
+                    inc = max(sib, key=lambda key: predicted(ti, key))  # first of equal predictions
+                    for key in sib:
+                        if key != inc:
+                            comps.setdefault((tid,) + tuple(sorted([key, inc])), (ti, key, inc))
+        else:  # A.6: every set of a task's family (∅ included) once against the task's predicted best
+            per_task: dict[str, list[tuple[str, ...]]] = {}
+            for ti, key in by_key:
+                tid = tasks[ti].cands.task.task_id
+                keys = per_task.setdefault(tid, [()])
+                if key not in keys:
+                    keys.append(key)
+            for tid, keys in per_task.items():
+                ti = first_ti[tid]
+                inc = max(keys, key=lambda key: predicted(ti, key))
+                for key in keys:
+                    if key != inc:
+                        comps.setdefault((tid,) + tuple(sorted([key, inc])), (ti, key, inc))
+
     n_pool, n_comp = len(sets), len(comps)
     comp_list = list(comps.values())
     bound = cfg.prune == "bound" and (len(sets) > cfg.max_pool or len(comp_list) > cfg.max_comparisons)
@@ -165,36 +286,13 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
     if not sets:
         return win
 
-    trainer = retriever.trainer
-    # φ and G of every set the window mentions (probe candidates and comparison endpoints)
-    need: dict[tuple, int] = {}
-    order: list[tuple[int, tuple[Memory, ...]]] = []
-    for ti, ms in sets:
-        need[(ti, set_key(ms))] = len(order)
-        order.append((ti, ms))
+    # φ and G of every set the window mentions (probe candidates, then comparison endpoints)
+    order = list(sets)
     for ti, x, b in comp_list:
-        for key in (x, b):
-            if key and (ti, key) not in need:
-                need[(ti, key)] = len(order)
-                order.append(by_key[(ti, key)])
-    arrs = [retriever.set_rows(tasks[ti].cands.task, ms) for ti, ms in order]
-    ctx = np.stack([a[0] for a in arrs])
-    rows = np.stack([a[1] for a in arrs])
-    mask = np.stack([a[2] for a in arrs])
-    phi = trainer.features(ctx, rows, mask)
-    G = trainer.scores(ctx, rows, mask)
-    F = phi.shape[1]
+        order.extend(by_key[(ti, key)] for key in (x, b) if key)
+    score(list({(ti, set_key(ms)): (ti, ms) for ti, ms in order}.values()))
 
-    def feat(ti: int, key: tuple) -> tuple[np.ndarray, float]:
-        if not key:
-            return np.zeros((F,), np.float32), 0.0
-        i = need[(ti, key)]
-        return phi[i], float(G[i])
-
-    if cfg.posterior_mean:
-        post_mean, cov = posterior_cov(trainer, labels, cfg, with_mean=True)
-    else:
-        post_mean, cov = None, posterior_cov(trainer, labels, cfg)
+    cov = bel.cov
     if bound:  # B.2: keep the comparisons (and the probes they inform) with the largest prior bound
         h = np.stack([feat(ti, x)[0] - feat(ti, b)[0] for ti, x, b in comp_list]) if comp_list \
             else np.zeros((0, F), np.float32)
@@ -209,10 +307,14 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
     features = np.zeros((N, F), np.float32)
     cand_mask = np.zeros((N,), bool)
     group = np.full((N,), -1, np.int32)
+    noise = np.full((N,), cfg.noise_var, np.float32)
     for q, (ti, ms) in enumerate(sets):
-        features[q] = feat(ti, set_key(ms))[0]
+        key = set_key(ms)
+        features[q] = feat(ti, key)[0]
         cand_mask[q] = True
         group[q] = tasks[ti].ref_id
+        if cfg.noise == "bernoulli":
+            noise[q] = label_noise(np.array([predicted(ti, key)]), cfg)[0]
     directions = np.zeros((J, F), np.float32)
     means = np.zeros((J,), np.float32)
     comp_mask = np.zeros((J,), bool)
@@ -220,14 +322,17 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
         fx, gx = feat(ti, x)
         fb, gb = feat(ti, b)
         directions[j], means[j], comp_mask[j] = fx - fb, gx - gb, True
-        if post_mean is not None:  # μ = G-margin + the BLR's posterior residual hᵀm (beliefs agree with Σ)
-            means[j] += float(directions[j] @ post_mean)
+        if bel.scale != 1.0:  # μ in utility units: the calibrated margin a·(G(X) − G(B))
+            means[j] = np.float32(bel.scale) * (gx - gb)
+        if cfg.posterior_mean:  # μ += hᵀm, the BLR's posterior residual (beliefs agree with Σ)
+            means[j] += float(directions[j] @ bel.mean)
+    tau = cfg.tau_evsi * (max(1, len(comp_list)) if cfg.normalize_values else 1)  # V/J in the softmax
     win.inputs = AcquireInputs(
         features=jnp.asarray(features), cand_mask=jnp.asarray(cand_mask),
-        noise_var=jnp.full((N,), cfg.noise_var, jnp.float32), group=jnp.asarray(_dense_groups(group)),
+        noise_var=jnp.asarray(noise), group=jnp.asarray(_dense_groups(group)),
         directions=jnp.asarray(directions), means=jnp.asarray(means), comp_mask=jnp.asarray(comp_mask),
         prior_cov=jnp.asarray(cov, jnp.float32), ref_noise_var=jnp.float32(cfg.ref_noise_var),
-        tau=jnp.float32(cfg.tau_evsi), mode=jnp.int32(SOFTMAX if cfg.mode == "softmax" else ARGMAX))
+        tau=jnp.float32(tau), mode=jnp.int32(SOFTMAX if cfg.mode == "softmax" else ARGMAX))
     return win
 
 

@@ -76,7 +76,8 @@ from cfjax.uplift.probing import WindowTask
 from cfjax.uplift.scorer import Featurizer, LabelStore
 
 __all__ = ["KINDS", "KIND_WORDS", "SyntheticSpec", "SyntheticDomain", "SyntheticExecutor", "synthetic_config",
-           "feasible_sets", "set_ranking", "ranking_metrics", "attach_run", "ProbeStudy", "study", "probe_curve",
+           "feasible_sets", "set_ranking", "ranking_metrics", "local_family", "decision_metrics", "best_uplift",
+           "ORACLES", "oracle_chooser", "attach_run", "ProbeStudy", "study", "probe_curve",
            "paired_bootstrap"]
 
 #: the store layout of every task (eight memories)
@@ -261,6 +262,98 @@ def ranking_metrics(run: UpliftRun, domain: SyntheticDomain, tasks: Sequence[Tas
     return {"pairwise": float(acc), "regret": float(regret), "top1": float(top1)}
 
 
+def local_family(run: UpliftRun, window: Sequence[WindowTask]) -> list[tuple[Task, tuple[Memory, ...], tuple[Memory, ...]]]:
+    """The local decisions of the probed tasks, fixed once (the decision metric's comparisons): each one-memory
+    edit of each retrieval prefix of a window task's path (m' over all of ``C(c)``) against that prefix
+    (App. B.2's neighbourhood, :func:`cfjax.uplift.probing.neighbourhood`), each unordered pair once."""
+    from cfjax.uplift.probing import neighbourhood
+
+    out, seen = [], set()
+    for wt in window:
+        t = wt.cands.task
+        for j in range(len(wt.path) + 1):
+            base = tuple(wt.path[:j])
+            for nb in neighbourhood(base, wt.cands.memories, k=run.k_max, budget=run.retriever.budget):
+                key = (t.task_id,) + tuple(sorted([set_key(nb), set_key(base)]))
+                if set_key(nb) != set_key(base) and key not in seen:
+                    seen.add(key)
+                    out.append((t, nb, base))
+    return out
+
+
+def _scores_of(run: UpliftRun, items: Sequence[tuple[Task, Sequence[Memory]]]) -> np.ndarray:
+    """``G`` of each (task, set) (``G(∅) = 0``), one batch."""
+    out = np.zeros(len(items), np.float64)
+    idx = [i for i, (_, ms) in enumerate(items) if ms]
+    if idx:
+        arrs = [run.retriever.set_rows(items[i][0], list(items[i][1])) for i in idx]
+        out[idx] = run.trainer.scores(np.stack([a[0] for a in arrs]), np.stack([a[1] for a in arrs]),
+                                      np.stack([a[2] for a in arrs]))
+    return out
+
+
+def decision_metrics(run: UpliftRun, domain: SyntheticDomain, tasks: Sequence[Task],
+                     comparisons: Sequence[tuple[Task, tuple[Memory, ...], tuple[Memory, ...]]],
+                     best: dict[str, float]) -> dict[str, float]:
+    """The decisions probes serve, on the probed tasks: ``regret`` — the beam-choice regret
+    ``max_S Δ(c, S) − Δ(c, beam(c))`` (``best``: the task's ``max_S Δ`` over every feasible set and ∅),
+    averaged over ``tasks``; ``local`` — the fraction of ``comparisons`` whose sign of ``G(X) − G(B)``
+    matches the sign of ``Δ(X) − Δ(B)`` (pairs with ``|ΔX − ΔB| > 1e-9``; a ``G`` tie counts ½)."""
+    cands = [run.retriever.candidates(t) for t in tasks]
+    chosen = run.retriever.beam(cands)
+    regret = float(np.mean([best[t.task_id] - domain.true_uplift(t, s) for t, (s, _) in zip(tasks, chosen)]))
+    gx = _scores_of(run, [(t, x) for t, x, _ in comparisons])
+    gb = _scores_of(run, [(t, b) for t, _, b in comparisons])
+    dd = np.array([domain.true_uplift(t, x) - domain.true_uplift(t, b) for t, x, b in comparisons])
+    keep = np.abs(dd) > 1e-9
+    dg = gx - gb
+    score = np.where(dg * dd > 0, 1.0, np.where(dg == 0, 0.5, 0.0))
+    return {"regret": regret, "local": float(score[keep].mean()) if keep.any() else 1.0}
+
+
+def best_uplift(run: UpliftRun, domain: SyntheticDomain, t: Task) -> float:
+    """``max_S Δ(c, S)`` over every feasible set of the recall up to ``K`` and ∅ (the true best beam choice)."""
+    cands = run.retriever.candidates(t)
+    return max([0.0] + [domain.true_uplift(t, s) for s in feasible_sets(cands.memories, run.k_max,
+                                                                         run.retriever.budget)])
+
+
+#: probe-choice oracles (analysis only: they read the true Δ; never an agent-side rule)
+ORACLES = ("oracle_var", "oracle_err", "oracle_gain")
+
+
+def oracle_chooser(kind: str, run: UpliftRun, domain: SyntheticDomain):
+    """``choose(window, budget)`` of :meth:`UpliftRun.probe_window` for an oracle: the ``budget`` pool
+    candidates with the largest true label variance ``|Δ|(1 − |Δ|)`` (``"oracle_var"``), the largest
+    error of the calibrated scorer ``|a·G − Δ|`` (``"oracle_err"``, ``a`` the fitted scale of
+    :func:`cfjax.uplift.probing.calibration_scale` over the labels so far), or the largest true gain of
+    the decision were it to choose the candidate, ``Δ(q) − Δ(beam choice of q's task)``
+    (``"oracle_gain"``); ties: the earlier one."""
+    from cfjax.uplift.probing import calibration_scale
+
+    if kind not in ORACLES:
+        raise ValueError(f"unknown oracle {kind!r} (one of {ORACLES})")
+
+    def choose(win, budget: int):
+        items = [(win.tasks[ti].cands.task, ms) for ti, ms in win.sets]
+        d = np.array([domain.true_uplift(t, ms) for t, ms in items])
+        if kind == "oracle_var":
+            score = np.abs(d) * (1.0 - np.abs(d))
+        elif kind == "oracle_gain":  # what the decision would gain if it chose q: Δ(q) − Δ(beam choice)
+            tasks = {id(win.tasks[ti].cands.task): win.tasks[ti].cands for ti, _ in win.sets}
+            chosen = dict(zip(tasks, run.retriever.beam(list(tasks.values()))))
+            score = d - np.array([domain.true_uplift(t, chosen[id(t)][0]) for t, _ in items])
+        else:
+            ctx, rows, mask, y = run.labels.arrays()
+            a = calibration_scale(run.trainer.scores(ctx, rows, mask), y,
+                                  ProbingSection(calibration="scale")) if len(run.labels) else 1.0
+            score = np.abs(a * _scores_of(run, items) - d)
+        order = sorted(range(len(items)), key=lambda q: (-score[q], q))[:budget]
+        return [win.sets[q] for q in order]
+
+    return choose
+
+
 def _copy_labels(store):
     new = copy.copy(store)
     new.labels, new.ctx, new.rows = list(store.labels), list(store.ctx), list(store.rows)
@@ -312,10 +405,13 @@ class ProbeStudy:
       n_build, n_window, n_heldout: tasks for bootstrap probing, the probe window, the metric.
       spec: the domain (``seed`` and ``n_tasks`` are overridden).
       cfg: the run's config (default :func:`synthetic_config`).
+      draft_seeds: each window task enters the window this many times, at different draft seeds (each
+        with its own no-memory reference), so a set can be probed more than once; the extra entries'
+        retrieved sets are not pre-labelled. Comparisons are per task (counted once).
     """
 
     def __init__(self, seed: int, *, n_build: int = 16, n_window: int = 8, n_heldout: int = 16,
-                 spec: SyntheticSpec = SyntheticSpec(), cfg: UpliftConfig | None = None) -> None:
+                 spec: SyntheticSpec = SyntheticSpec(), cfg: UpliftConfig | None = None, draft_seeds: int = 1) -> None:
         n = n_build + n_window + n_heldout
         self.seed = seed
         self.domain = SyntheticDomain(SyntheticSpec(**{**spec.__dict__, "seed": seed, "n_tasks": n}))
@@ -329,7 +425,15 @@ class ProbeStudy:
         self.run.bootstrap(self.build, seed=0)
         self.run.warmup()
         self.window = self._paths(self.window_tasks, seed_base=1000)
+        for j in range(1, draft_seeds):  # the same tasks and paths at further draft seeds (own references)
+            for i, wt in enumerate(list(self.window[:n_window])):
+                seed_j = 1000 + 100_000 * j + i
+                ref_id, _ = self.run.labeler.reference(wt.cands.task, seed=seed_j)
+                self.window.append(WindowTask(wt.cands, list(wt.path), seed_j, ref_id, set()))
         self.warm = ranking_metrics(self.run, self.domain, self.heldout)
+        self.family = local_family(self.run, self.window)
+        self.best = {t.task_id: best_uplift(self.run, self.domain, t) for t in self.window_tasks}
+        self.warm_decision = decision_metrics(self.run, self.domain, self.window_tasks, self.family, self.best)
         self._snap = self._snapshot()
 
     def _paths(self, tasks: Sequence[Task], *, seed_base: int) -> list[WindowTask]:
@@ -370,16 +474,22 @@ class ProbeStudy:
             w.executed = set(ex)
         r.train_log.windows.clear()
 
-    def curve(self, strategy: str, budgets: Sequence[int], *, key_seed: int = 0) -> dict:
-        """Held-out metrics after each cumulative probe budget in ``budgets`` (``0`` first).
+    def curve(self, strategy: str, budgets: Sequence[int], *, key_seed: int = 0,
+              probing: ProbingSection | None = None) -> dict:
+        """Metrics after each cumulative probe budget in ``budgets`` (``0`` first): the held-out ranking
+        (``pairwise``, ``regret``, ``top1``), the window's pairwise accuracy (``window``) and the decision
+        metrics of the probed tasks (``decision_regret``, ``decision_local``; :func:`decision_metrics`).
 
-        ``strategy`` is a probing strategy of :data:`cfjax.config.uplift.STRATEGIES`, or ``"none"``: the
-        control with the same scorer updates as a probing event makes and no new label."""
+        ``strategy`` is a probing strategy of :data:`cfjax.config.uplift.STRATEGIES`, an oracle of
+        :data:`ORACLES`, or ``"none"``: the control with the same scorer updates as a probing event makes
+        and no new label. ``probing`` replaces the config's probing section (window, beliefs, mode)."""
         self.restore()
         run = self.run
         run.key = jax.random.PRNGKey(key_seed)
         out = {"strategy": strategy, "budgets": [0], "probes": [0], **{k: [v] for k, v in self.warm.items()},
-               "window": [ranking_metrics(run, self.domain, self.window_tasks)["pairwise"]], "mean_true": []}
+               "window": [ranking_metrics(run, self.domain, self.window_tasks)["pairwise"]], "mean_true": [],
+               "decision_regret": [self.warm_decision["regret"]], "decision_local": [self.warm_decision["local"]]}
+        choose = oracle_chooser(strategy, run, self.domain) if strategy in ORACLES else None
         done = 0
         for b in budgets:
             inc = int(b) - done
@@ -388,10 +498,15 @@ class ProbeStudy:
             if strategy == "none":
                 labels = []
                 run._update(run.cfg.training.steps_per_update, policy=True)
+            elif choose is not None:
+                labels = run.probe_window(self.window, budget=inc, probing=probing, choose=choose)
             else:
-                labels = run.probe_window(self.window, budget=inc, strategy=strategy)
+                labels = run.probe_window(self.window, budget=inc, strategy=strategy, probing=probing)
             done = int(b)
             m = ranking_metrics(run, self.domain, self.heldout)
+            dm = decision_metrics(run, self.domain, self.window_tasks, self.family, self.best)
+            out["decision_regret"].append(dm["regret"])
+            out["decision_local"].append(dm["local"])
             out["budgets"].append(done)
             out["probes"].append(out["probes"][-1] + len(labels))
             for k, v in m.items():

@@ -105,12 +105,14 @@ def conditional_moments_reference(directions, features, noise_var, group, idx, p
 
 
 def blr_posterior_reference(x, y, mask, *, prior_precision, noise_var):
-    """Closed form ``cov = (λI + XᵀX/ν²)⁻¹``, ``mean = cov·Xᵀy/ν²`` over unmasked rows."""
+    """Closed form ``cov = (λI + XᵀWX)⁻¹``, ``mean = cov·XᵀWy`` over unmasked rows, ``W = diag(1/ν_i²)``
+    (``noise_var`` a scalar ``ν²`` or one per row)."""
     m = np.asarray(mask, bool)
     x = np.asarray(x, np.float64)[m]
     y = np.asarray(y, np.float64)[m]
-    cov = np.linalg.inv(prior_precision * np.eye(x.shape[1]) + x.T @ x / noise_var)
-    return cov @ x.T @ y / noise_var, cov
+    w = 1.0 / np.broadcast_to(np.asarray(noise_var, np.float64), m.shape)[m]
+    cov = np.linalg.inv(prior_precision * np.eye(x.shape[1]) + x.T @ (x * w[:, None]))
+    return cov @ x.T @ (y * w), cov
 
 
 def _clean(inputs):

@@ -264,6 +264,33 @@ def test_blr_posterior_vs_closed_form():
     assert np.all(np.linalg.eigvalsh(np.asarray(cov, np.float64)) > 0)
 
 
+def test_blr_posterior_per_row_noise():
+    """Heteroscedastic ν_i²: the weighted closed form (twin), and by hand — a row with ν² = ν²/2 counts
+    exactly as the same row twice with ν²."""
+    rng = np.random.default_rng(3)
+    n, r = 20, 4
+    x = rng.normal(size=(n, r))
+    y = rng.normal(size=n)
+    nu2 = rng.uniform(0.05, 0.5, size=n)
+    mask = rng.random(n) < 0.7
+    nu2_bad = nu2.copy()
+    nu2_bad[~mask] = 0.0  # a masked row's ν² must not matter, even 0
+    ref_mean, ref_cov = R.blr_posterior_reference(x, y, mask, prior_precision=1.5, noise_var=nu2)
+    with jax.enable_x64(True):
+        mean, cov = BLR(x, y, mask, prior_precision=1.5, noise_var=jnp.asarray(nu2_bad))
+        np.testing.assert_allclose(mean, ref_mean, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(cov, ref_cov, rtol=1e-10, atol=1e-12)
+    mean, cov = BLR(x.astype(np.float32), y.astype(np.float32), mask, prior_precision=jnp.float32(1.5),
+                    noise_var=jnp.asarray(nu2_bad, jnp.float32))
+    np.testing.assert_allclose(mean, ref_mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(cov, ref_cov, rtol=1e-4, atol=1e-6)
+    half = R.blr_posterior_reference(x[:2], y[:2], np.ones(2, bool), prior_precision=1.0, noise_var=[0.1, 0.2])
+    twice = R.blr_posterior_reference(x[[0, 1, 1]], y[[0, 1, 1]], np.ones(3, bool), prior_precision=1.0,
+                                      noise_var=[0.1, 0.4, 0.4])
+    np.testing.assert_allclose(half[0], twice[0], rtol=1e-12)
+    np.testing.assert_allclose(half[1], twice[1], rtol=1e-12)
+
+
 # ------------------------------------------------------------------------------ batch acquisition
 BUDGET = 12
 

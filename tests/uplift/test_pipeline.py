@@ -289,7 +289,7 @@ def test_probes_come_from_the_neighbourhood_and_are_feasible(shared):
             wt = win.tasks[ti]
             ids = [m.mem_id for m in members]
             recall = {m.mem_id for m in wt.cands.memories}
-            top = {m.mem_id for m in wt.cands.memories[:p.probe_candidates]}
+            top = {m.mem_id for m in wt.cands.memories[:p.probe_candidates or None]}  # 0 = all of C(c)
             assert 1 <= len(ids) <= K and len(set(ids)) == len(ids)
             assert sum(m.tokens for m in members) <= run.retriever.budget
             assert set(ids) <= recall
@@ -343,7 +343,10 @@ def test_the_acquisition_mode_comes_from_the_config(shared):
 
     run, p = shared.run, shared.cfg.probing
     win = shared.windows[0][0]
-    assert int(win.inputs.mode) == SOFTMAX and p.mode == "softmax"
+    assert int(win.inputs.mode) == ARGMAX and p.mode == "argmax"  # the default since issue 22
+    soft = build_window(win.tasks, run.retriever, run.labels, dataclasses.replace(p, mode="softmax"),
+                        np.random.default_rng(0))
+    assert int(soft.inputs.mode) == SOFTMAX
     greedy = dataclasses.replace(p, mode="argmax")
     w2 = build_window(win.tasks, run.retriever, run.labels, greedy, np.random.default_rng(0))
     assert int(w2.inputs.mode) == ARGMAX
@@ -386,12 +389,13 @@ def test_a_window_over_its_caps_is_pruned_by_bound(shared):
 
 def test_posterior_mean_shifts_each_margin_by_the_blr_residual(shared):
     """posterior_mean: μ_j = (G(X) − G(B)) + h_jᵀm, m the BLR posterior mean of y − G on φ (the same
-    posterior as Σ); the default keeps the scorer's margin alone."""
+    posterior as Σ); without it, the scorer's margin alone (both from the earlier defaults otherwise)."""
     import dataclasses
 
+    from cfjax.config.uplift import LEGACY_PROBING
     from cfjax.uplift.probing import build_window, posterior_cov
 
-    run, p = shared.run, shared.cfg.probing
+    run, p = shared.run, dataclasses.replace(shared.cfg.probing, **LEGACY_PROBING)
     win = shared.windows[0][0]
     plain = build_window(win.tasks, run.retriever, run.labels, p, np.random.default_rng(0))
     with_mean = build_window(win.tasks, run.retriever, run.labels, dataclasses.replace(p, posterior_mean=True),
@@ -408,3 +412,42 @@ def test_posterior_mean_shifts_each_margin_by_the_blr_residual(shared):
     h = np.asarray(plain.inputs.directions)[cm]
     np.testing.assert_allclose(np.asarray(with_mean.inputs.means)[cm], np.asarray(plain.inputs.means)[cm] + h @ m,
                                rtol=1e-4, atol=1e-5)
+
+
+def test_calibrated_margins_and_one_noise_model(shared):
+    """calibration = "scale": μ_j = a·(G(X) − G(B)), a the ridge-to-1 fit of y on G over every label, and the
+    BLR regresses y − a·G. noise = "bernoulli": the BLR weighs label i by 1/(ν_i² + ν_0²), ν_i² =
+    max(floor, p(1 − p)) at p = |a·G_i| — checked against a dense float64 solve — and each probe's ν_q² in
+    Ω is the same function at its own prediction."""
+    import dataclasses
+
+    from cfjax.config.uplift import LEGACY_PROBING
+    from cfjax.uplift.probing import beliefs, build_window, calibration_scale, label_noise
+
+    run, p = shared.run, dataclasses.replace(shared.cfg.probing, **LEGACY_PROBING)
+    win = shared.windows[0][0]
+    ctx, rows, mask, y = run.labels.arrays()
+    X = np.asarray(run.trainer.features(ctx, rows, mask), np.float64)
+    G = np.asarray(run.trainer.scores(ctx, rows, mask), np.float64)
+    a_hand = max(0.0, (G @ y + p.calibration_prior) / (G @ G + p.calibration_prior))
+    cal = dataclasses.replace(p, calibration="scale", noise="bernoulli")
+    a = calibration_scale(G, y, cal)
+    assert a == pytest.approx(a_hand, rel=1e-6) and a != pytest.approx(1.0)
+    plain = build_window(win.tasks, run.retriever, run.labels, p, np.random.default_rng(0))
+    w = build_window(win.tasks, run.retriever, run.labels, cal, np.random.default_rng(0))
+    cm = np.asarray(plain.inputs.comp_mask)
+    np.testing.assert_allclose(np.asarray(w.inputs.means)[cm], a * np.asarray(plain.inputs.means)[cm],
+                               rtol=1e-5, atol=1e-7)
+    bel = beliefs(run.trainer, run.labels, cal)
+    pr = np.minimum(1.0, np.abs(a * G))
+    w_i = 1.0 / (np.maximum(cal.noise_floor, pr * (1 - pr)) + cal.ref_noise_var)
+    A = cal.prior_precision * np.eye(X.shape[1]) + X.T @ (X * w_i[:, None])
+    np.testing.assert_allclose(bel.cov, np.linalg.inv(A), rtol=2e-3, atol=1e-4)  # float32 Cholesky
+    np.testing.assert_allclose(bel.mean, np.linalg.solve(A, X.T @ ((y - a * G) * w_i)), rtol=2e-3, atol=2e-4)
+    qm = np.asarray(w.inputs.cand_mask)
+    assert np.all(np.asarray(w.inputs.noise_var)[~qm] == cal.noise_var)  # padding: unused
+    ms = [ms for _, ms in w.sets]
+    arrs = [run.retriever.set_rows(win.tasks[ti].cands.task, m) for ti, m in w.sets]
+    Gq = run.trainer.scores(np.stack([r[0] for r in arrs]), np.stack([r[1] for r in arrs]),
+                            np.stack([r[2] for r in arrs]))
+    np.testing.assert_allclose(np.asarray(w.inputs.noise_var)[:len(ms)], label_noise(a * Gq, cal), rtol=1e-5)
