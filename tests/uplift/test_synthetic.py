@@ -1,12 +1,11 @@
 """The synthetic set-uplift domain (cfjax.uplift.synthetic) and what UpliftMem learns on it.
 
-The domain's constants (:class:`~cfjax.uplift.synthetic.SyntheticSpec`), the run config
-(:func:`~cfjax.uplift.synthetic.synthetic_config`), the budgets and the metrics below were fixed
-before the comparison was measured. Observed with seeds 0–19 (same protocol): the held-out pairwise
-accuracy rises from 0.510 (untrained) to 0.604 (warm-up) and 0.744–0.758 after 64 probes; the area
-under the accuracy curve of EVSI minus random is −0.002 [−0.020, 0.015] (paired 95% bootstrap), i.e.
-**EVSI does not beat random probing on this domain**; both beat the no-probe control by ≈ +0.09.
-The test runs six seeds (``pytest -s`` prints the figures) and asserts only what holds.
+The domain's constants (:class:`~cfjax.uplift.synthetic.SyntheticSpec`), the decision metrics and the
+probe study (:mod:`cfjax.experiments.upliftmem.probe_study`: headroom first, then every strategy against
+random on the beam-choice regret and local-comparison accuracy of the probed tasks). The study's figures
+(24 fresh seeds, ``cfjax upliftmem probe-study``) are in its closing note of issue 22; the test runs 8
+seeds and 4 strategies (``pytest -s`` prints them) and asserts only that the study is powered and that
+training helps — never a direction between strategies.
 """
 
 from __future__ import annotations
