@@ -14,6 +14,10 @@ its own public API: :mod:`cfjax.countermem`, :mod:`cfjax.antipersist`, :mod:`cfj
 """
 
 from cfjax.infra._lazy import lazy_exports
+from cfjax.infra._shadow import install as _install_kernels_shadow_guard
+
+_install_kernels_shadow_guard()  # transformers >= 5 imports Hugging Face's `kernels`: see cfjax/infra/_shadow.py
+del _install_kernels_shadow_guard
 
 __version__ = "0.1.0"
 
