@@ -385,7 +385,8 @@ def _countermem_train_selectors(args: argparse.Namespace) -> int:
     cfg = _with_sets(cfg, args)
     train_selectors_main(args.table, seeds=args.seeds, grid=args.grid or [], cfg=cfg, out=args.out,
                          n_boot=args.n_boot, log=_log, existing=_existing(args), coordinator=args.coordinator,
-                         num_processes=args.num_processes, process_id=args.process_id)
+                         num_processes=args.num_processes, process_id=args.process_id,
+                         observation=args.observation)
     return 0
 
 
@@ -602,6 +603,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="training decisions (default 2000, Table 3; = --set total_decisions=N)")
     _set_flag(ts, "DQNConfig", "lr=3e-4, batch_size=64", order="Applied after --decisions (the last --set of a key "
               "wins); --grid varies its keys per point on top.")
+    ts.add_argument("--observation", choices=("paper", "legacy", "both"), default="both",
+                    help="selector observation layout(s) to train on, as stored in the table (agent.observation); "
+                         "both (default) trains the grid × seeds once per stored layout and reports them side by side")
     ts.add_argument("--out", default=None, help="results JSON (default TABLE/selectors.json)")
     ts.add_argument("--n-boot", type=_pos_int, default=2000,
                     help="bootstrap resamples for the 95%% intervals against skip / top-1 / oracle (default 2000)")

@@ -15,7 +15,7 @@ from cfjax.infra.index import IndexConfig
 from cfjax.kernels.dqn import DQNConfig
 
 __all__ = ["StoreConfig", "RetrievalConfig", "GeneratorConfig", "AgentConfig", "ExperimentConfig",
-           "CounterMemConfig"]
+           "CounterMemConfig", "OBSERVATIONS"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,11 @@ class GeneratorConfig:
     unverified_delta: float = 0.5  # ours: nominal Δ of unchecked advice (admission needs Δ > ε_adm)
 
 
+#: The selector observation layouts (:attr:`AgentConfig.observation`), in the order a decision table
+#: stores them (:mod:`cfjax.countermem.table`).
+OBSERVATIONS = ("paper", "legacy")
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """The task-solving loop around the selector.
@@ -114,7 +119,7 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"AgentConfig.max_attempts must be ≥ 1, got {self.max_attempts}")
-        if self.observation not in ("paper", "legacy"):
+        if self.observation not in OBSERVATIONS:
             raise ValueError(f"AgentConfig.observation must be 'paper' or 'legacy', got {self.observation!r}")
         if self.construction_reference not in ("draft_check", "previous_attempt"):
             raise ValueError("AgentConfig.construction_reference must be 'draft_check' or 'previous_attempt'")

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax.config import AgentConfig, CounterMemConfig
+from cfjax.config.countermem import OBSERVATIONS
 from cfjax.countermem.generator import expand_failure
 from cfjax.countermem.store import MemoryStore, Retrieved
 from cfjax.infra.embed import HashingEmbedder
@@ -111,13 +112,19 @@ class Agent:
             return False
 
     def observe(self, emb_state: np.ndarray, draft: str, retrieved: list[Retrieved], history: list[Attempt],
-                attempt: int, tokens_so_far: int, task: Task | None = None) -> tuple[np.ndarray, np.ndarray]:
+                attempt: int, tokens_so_far: int, task: Task | None = None, *, layout: str | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
         """Eq. 9 observation ``z`` (f32[98]) and the valid-action mask (bool[5]).
 
-        ``emb_state`` is ``E(s)`` (:meth:`observation_state_text` in the ``"paper"`` observation, the
-        retrieval state in ``"legacy"``); ``task`` is needed for the ``"paper"`` validity."""
+        ``layout`` is the observation layout (default: ``agent.observation``). ``emb_state`` is ``E(s)``
+        (:meth:`observation_state_text` in the ``"paper"`` observation, the retrieval state in
+        ``"legacy"``); ``task`` is needed for the ``"paper"`` validity. The mask is the same in both
+        layouts (skip plus every present slot)."""
         a: AgentConfig = self.config.agent
-        paper = a.observation == "paper"
+        layout = a.observation if layout is None else layout
+        if layout not in OBSERVATIONS:
+            raise ValueError(f"unknown observation layout {layout!r} (choose from {', '.join(OBSERVATIONS)})")
+        paper = layout == "paper"
         slots = np.zeros((F.N_SLOTS, F.SLOT_DIM), np.float32)
         present = np.zeros(F.N_SLOTS, bool)
         for j, r in enumerate(retrieved[: F.N_SLOTS]):
@@ -163,19 +170,42 @@ class Agent:
     # ------------------------------------------------------------------ behaviours
     def offer(self, task: Task, history: Sequence[Attempt], draft: str, attempt: int, tokens_so_far: int
               ) -> tuple[list[Retrieved], np.ndarray, np.ndarray]:
-        """Retrieve (Eq. 7–8) and observe (Eq. 9): ``(records, z f32[98], mask bool[5])``."""
+        """Retrieve (Eq. 7–8) and observe (Eq. 9) in the configured layout (``agent.observation``):
+        ``(records, z f32[98], mask bool[5])``."""
+        layout = self.config.agent.observation
+        retrieved, zs, mask = self.offer_layouts(task, history, draft, attempt, tokens_so_far, (layout,))
+        return retrieved, zs[layout], mask
+
+    def offer_layouts(self, task: Task, history: Sequence[Attempt], draft: str, attempt: int, tokens_so_far: int,
+                      layouts: Sequence[str] = OBSERVATIONS
+                      ) -> tuple[list[Retrieved], dict[str, np.ndarray], np.ndarray]:
+        """Retrieve once (Eq. 7–8) and observe the same decision in every layout of ``layouts`` (Eq. 9):
+        ``(records, {layout: z f32[98]}, mask bool[5])``. Each ``z`` is the one :meth:`offer` returns
+        with ``agent.observation = layout`` (the retrieval does not depend on the layout); the mask is
+        the same in every layout (checked). Used by the decision table (:mod:`cfjax.countermem.table`),
+        which stores both."""
         assert self.store is not None
+        if not layouts:
+            raise ValueError("no observation layouts asked for")
         use_conditions = self.config.retrieval.use_conditions
-        st = self.state_text(task, list(history), draft)
-        emb_state = self.embedder.embed([st])[0]
+        hist = list(history)
+        st = self.state_text(task, hist, draft)
+        emb_retrieval = self.embedder.embed([st])[0]
         if self.retriever is not None:
-            retrieved = self.retriever(task, st, emb_state, attempt, use_conditions)
+            retrieved = self.retriever(task, st, emb_retrieval, attempt, use_conditions)
         else:
-            retrieved = self.store.retrieve(task, st, use_conditions=use_conditions, query=emb_state)
-        if self.config.agent.observation == "paper":
-            emb_state = self.embedder.embed([self.observation_state_text(task, list(history))])[0]
-        z, mask = self.observe(emb_state, draft, retrieved, list(history), attempt, tokens_so_far, task)
-        return retrieved, z, mask
+            retrieved = self.store.retrieve(task, st, use_conditions=use_conditions, query=emb_retrieval)
+        zs: dict[str, np.ndarray] = {}
+        mask: np.ndarray | None = None
+        for layout in layouts:
+            emb_state = (self.embedder.embed([self.observation_state_text(task, hist)])[0] if layout == "paper"
+                         else emb_retrieval)
+            z, m = self.observe(emb_state, draft, retrieved, hist, attempt, tokens_so_far, task, layout=layout)
+            if mask is not None and not np.array_equal(m, mask):
+                raise AssertionError(f"the {layout!r} observation has another action mask than {layouts[0]!r}")
+            zs[layout], mask = z, m
+        assert mask is not None
+        return retrieved, zs, mask
 
     def revise(self, task: Task, history: Sequence[Attempt], draft: str, rec: Retrieved, episode: int,
                ledger: Ledger) -> tuple[str, int]:

@@ -320,6 +320,18 @@ def test_truncated_table_npz(capsys, tmp_path):
     assert snapshot(tmp_path) == before
 
 
+def test_train_selectors_on_a_layout_the_table_lacks(capsys, tmp_path):
+    """--observation names a layout the table does not hold: one line naming the table and what it holds."""
+    table = tmp_path / "table"
+    _tiny_table(table)  # one unnamed obs array whose root budget reads as "paper" (attempt index 0)
+    before = snapshot(tmp_path)
+    one_line(*cli(capsys, "countermem", "train-selectors", "--table", table, "--observation", "legacy"),
+             f"decision table {table} holds the observation layout(s) paper only, not 'legacy'")
+    rc, err = cli(capsys, "countermem", "train-selectors", "--table", table, "--observation", "neither")
+    assert rc == 2 and "invalid choice: 'neither'" in err
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("change,needle", [
     (lambda m: {**m, "extra": 1}, "unknown key(s) ['extra']"),
     (lambda m: {k: v for k, v in m.items() if k != "hash"}, "missing key(s) ['hash']"),

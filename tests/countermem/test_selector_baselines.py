@@ -187,6 +187,12 @@ def test_train_selectors_reports_fixed_policies_with_intervals(tmp_path):
         assert want in printed, want
     disk = json.loads((tmp_path / "selectors.json").read_text())
     assert disk["comparison"] == json.loads(json.dumps(payload["comparison"]))
+    # a table file with one unnamed obs array (the format before the layouts were recorded) trains as its one
+    # layout; random observations show neither layout's root budget, so it is reported as "unknown"
+    assert disk["observations"] == ["unknown"] == list(disk["by_observation"]) and disk["observation"] == "unknown"
+    assert disk["by_observation"]["unknown"]["comparison"] == disk["comparison"]
+    assert "== observation 'unknown' (a table file from before the layouts were recorded" in printed
+    assert [ln.split(":")[0] for ln in lines if ln.startswith("observation ")] == ["observation unknown"]
     c = payload["comparison"]
     assert c["n_tasks"] == 4 and c["samples_per_task"] == 2
     block = c["points"][0]

@@ -12,7 +12,8 @@ from cfjax.config import CounterMemConfig
 from cfjax.countermem.agent import Agent
 from cfjax.countermem.pipeline import construct
 from cfjax.countermem.store import MemoryStore
-from cfjax.countermem.table import build_table, load_table
+from cfjax.countermem.table import build_table, load_table, load_tables
+from cfjax.countermem.table import file_hash
 from cfjax.kernels.trainer import table_hash
 from cfjax.llm.calls import DRAFT_ACTION
 from cfjax.llm.scripted import ScriptedBackbone, ScriptedConfig
@@ -87,7 +88,8 @@ def test_resume_and_settings_check(setup):
     old = time.time() - 3600
     os.utime(stale, (old, old))
     t2, meta2 = build_table(agent, splits, root / "t", samples=2)  # all parts reused
-    assert meta2.hash == meta.hash == table_hash(t2)
+    tables, _ = load_tables(root / "t")
+    assert meta2.hash == meta.hash == file_hash(tables) and table_hash(t2) == table_hash(tables["paper"])
     assert not stale.exists()
     with pytest.raises(TableSettingsError, match="other settings") as e:
         build_table(agent, splits, root / "t", samples=3)
@@ -97,19 +99,106 @@ def test_resume_and_settings_check(setup):
 def test_load_detects_corruption(setup, tmp_path):
     root, *_ = setup
     t, meta = load_table(root / "t")
-    assert table_hash(t) == meta.hash
+    assert file_hash(load_tables(root / "t")[0]) == meta.hash
     bad = tmp_path / "bad"
     bad.mkdir()
     import shutil
 
     shutil.copy(root / "t" / "table.json", bad / "table.json")
     d = dict(np.load(root / "t" / "table.npz"))
-    d["obs"] = d["obs"] + 1
+    d["obs_legacy"] = d["obs_legacy"] + 1
     np.savez(bad / "table.npz", **d)
     with pytest.raises(ValueError, match="corrupt"):
         load_table(bad)
     with pytest.raises(FileNotFoundError):
         load_table(tmp_path / "missing")
+
+
+def _online_observations(agent: Agent, task, episode: int) -> list[np.ndarray]:
+    """Every decision of one (task, draft sample) in the table's depth-first row order, observed by the
+    online agent's own :meth:`Agent.offer` (its configured ``agent.observation``), rebuilt here from the
+    backbone and the world model (not from the table)."""
+    from cfjax.infra.ledger import Ledger
+    from cfjax.loop import draft_once
+    from cfjax.types import Attempt
+
+    ledger, out = Ledger("test"), []
+
+    def node(history, tokens_so_far):
+        attempt = len(history)
+        prop = draft_once(agent.backbone)(task, history, episode=episode, attempt=attempt, ledger=ledger)
+        retrieved, z, mask = agent.offer(task, history, prop.draft, attempt, tokens_so_far)
+        out.append(z)
+        for j in np.flatnonzero(mask):
+            action, tok = prop.draft, prop.tokens
+            if j > 0:
+                action, rtok = agent.revise(task, history, prop.draft, retrieved[j - 1], episode, ledger)
+                tok += rtok
+            res = agent.world.evaluate(task, action)
+            if not res.solved and attempt + 1 < agent.config.agent.max_attempts:
+                node(history + [Attempt(action, res.feedback, float(res.score))], tokens_so_far + tok)
+
+    node([], 0)
+    return out
+
+
+def test_table_stores_both_observations_as_the_online_agent_sees_them(setup):
+    """One table holds the "paper" and the "legacy" observation of every row; each is bit-identical to what
+    the online agent with ``agent.observation = <layout>`` observes at the same decision state."""
+    import dataclasses
+
+    from cfjax.countermem.table import _EP_TABLE, table_jobs
+
+    root, agent, splits, t, meta = setup
+    tables, meta2 = load_tables(root / "t")
+    assert meta2 == meta and meta.observations == ("paper", "legacy") == tuple(tables)
+    assert json.loads((root / "t" / "table.json").read_text())["observations"] == ["paper", "legacy"]
+    assert table_hash(t) == table_hash(tables["paper"])  # build_table returns the agent's layout (the default)
+    for k in ("mask", "calls", "failed", "tokens", "solved", "next", "train_roots", "val_roots", "eval_roots"):
+        assert getattr(tables["paper"], k) is getattr(tables["legacy"], k)  # one copy of what is shared
+    assert not np.array_equal(tables["paper"].obs, tables["legacy"].obs)
+    jobs = table_jobs(splits, 2)
+    starts = np.concatenate([t.train_roots, t.val_roots, t.eval_roots])
+    ends = [*starts[1:], meta.rows]
+    for layout in ("paper", "legacy"):
+        cfg = dataclasses.replace(agent.config, agent=dataclasses.replace(agent.config.agent, observation=layout))
+        online = Agent(agent.backbone, agent.world, cfg, store=agent.store, envs=agent.envs, edits=agent.edits)
+        for n in range(len(jobs)):  # every row of the table
+            _, task, sample = jobs[n]
+            want = np.stack(_online_observations(online, task, _EP_TABLE + 1000 * sample))
+            got = tables[layout].obs[starts[n]:ends[n]]
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tobytes() == want.tobytes(), (layout, n)
+
+
+def test_a_table_file_with_one_observation_still_loads(setup, tmp_path):
+    """A table file from before the layouts were recorded (one ``obs`` array, no ``observations`` key, the
+    DecisionTable hash): loads as the one layout its rows show; a table saved with one layout loads as it."""
+    from cfjax.config import ConfigError
+    from cfjax.countermem.table import TableMeta, infer_observation, save_table
+
+    root, *_ = setup
+    tables, meta = load_tables(root / "t")
+    for layout, tab in tables.items():
+        old = TableMeta(**{**vars(meta), "hash": table_hash(tab), "observations": ()})
+        (tmp_path / layout).mkdir()
+        save_table(tmp_path / layout, tab, old)
+        assert "observations" not in json.loads((tmp_path / layout / "table.json").read_text())
+        assert sorted(np.load(tmp_path / layout / "table.npz").files) == sorted(tab._fields)
+        assert infer_observation(tab) == layout
+        got, meta2 = load_tables(tmp_path / layout)
+        assert list(got) == [layout] and meta2 == old and table_hash(got[layout]) == table_hash(tab)
+        other = "legacy" if layout == "paper" else "paper"
+        with pytest.raises(ConfigError, match=rf"{tmp_path / layout}.* holds the observation layout\(s\) "
+                                              rf"{layout} only, not '{other}'"):
+            load_table(tmp_path / layout, other)
+    # one layout in the new format
+    one = TableMeta(**{**vars(meta), "hash": file_hash({"legacy": tables["legacy"]}), "observations": ("legacy",)})
+    (tmp_path / "one").mkdir()
+    save_table(tmp_path / "one", tables["legacy"], one)
+    got, meta3 = load_tables(tmp_path / "one")
+    assert list(got) == ["legacy"] and meta3 == one \
+        and table_hash(load_table(tmp_path / "one")[0]) == table_hash(tables["legacy"])
 
 
 @pytest.mark.slow
@@ -135,9 +224,24 @@ def test_cli_table_and_train_selectors(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "held-out return" in printed and "lr=0.0003" in printed
     assert "always top-1" in printed and "per-root oracle" in printed and "return − top-1" in printed
+    # the table holds both observations: the grid × seeds is trained and reported once per layout
+    assert printed.index("== observation 'paper'") < printed.index("== observation 'legacy'") \
+        < printed.index("observations side by side")
+    assert printed.count("per-root oracle") == 2 * 2  # per layout, per grid point
+    summary = [ln for ln in printed.splitlines() if ln.startswith("observation ")]
+    assert [ln.split()[1] for ln in summary] == ["paper", "paper", "legacy", "legacy"]  # × 2 grid points
+    assert all("DQN − top-1 " in ln and "; DQN − skip " in ln for ln in summary)
     res = json.loads((out / "selectors.json").read_text())
     assert np.asarray(res["val_return"]).shape == (2, 3)
     assert res["seeds"] == [0, 1, 2]
+    assert res["observation"] == "paper" and res["observations"] == ["paper", "legacy"]
+    assert list(res["by_observation"]) == ["paper", "legacy"]
+    for k, v in res["by_observation"]["paper"].items():  # the top-level keys are the paper layout's
+        assert res[k] == v, k
+    for lay, ln in zip(["paper", "legacy"], summary[::2]):  # the summary line is the comparison's kept mean
+        sel = next(x for x in res["by_observation"][lay]["comparison"]["points"][0]["selectors"]
+                   if x["params"] == "best" and x["seed"] == "mean")
+        assert f"DQN − top-1 {sel['minus_top1']['return']['mean']:+.3f} [" in ln
     # every selector next to the fixed policies, on the same held-out roots, with intervals
     comp = res["comparison"]
     assert comp["samples_per_task"] == 1 and len(comp["points"]) == 2
@@ -156,8 +260,11 @@ def test_cli_table_and_train_selectors(tmp_path, capsys):
                  "--force"]) == 2  # not a multiple of checkpoint_every: one line, nothing trained or written
     assert "multiple of checkpoint_every" in capsys.readouterr().err
     assert main(["countermem", "train-selectors", "--table", str(out), "--seeds", "0", "--decisions", "250",
-                 "--n-boot", "50", "--force"]) == 0
-    assert json.loads((out / "selectors.json").read_text())["seeds"] == [0]
+                 "--n-boot", "50", "--force", "--observation", "legacy"]) == 0
+    printed = capsys.readouterr().out
+    assert "== observation 'legacy'" in printed and "== observation 'paper'" not in printed
+    res = json.loads((out / "selectors.json").read_text())
+    assert res["seeds"] == [0] and res["observation"] == "legacy" and list(res["by_observation"]) == ["legacy"]
 
 
 # --------------------------------------------------------------------------- damaged table files

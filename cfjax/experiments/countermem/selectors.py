@@ -97,7 +97,8 @@ def table_main(cfg: CounterMemConfig, *, suite: str, out: str | Path, seed: int 
     table, meta = build_table(agent, splits, out, samples=samples, seed=seed, suite=suite, progress=bars,
                               threads=threads, make_parts=make_parts)
     log(f"decision table ({SCRIPTED_LABEL}): {meta.rows} rows; roots train={meta.roots['train']} "
-        f"val={meta.roots['val']} eval={meta.roots['eval']}; sha256 {meta.hash[:16]}… → {out / 'table.npz'}")
+        f"val={meta.roots['val']} eval={meta.roots['eval']}; observations {', '.join(meta.observations)}; "
+        f"sha256 {meta.hash[:16]}… → {out / 'table.npz'}")
     return meta
 
 
@@ -105,7 +106,8 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
                          decisions: int | None = None, cfg: dqn.DQNConfig | None = None,
                          out: str | Path | None = None, n_boot: int = 2000, log: Callable[[str], None] = print,
                          existing: str = "refuse", coordinator: str | None = None,
-                         num_processes: int | None = None, process_id: int | None = None) -> dict:
+                         num_processes: int | None = None, process_id: int | None = None,
+                         observation: str = "both") -> dict:
     """``cfjax countermem train-selectors``: a grid × seeds of selectors trained at once on a table.
 
     ``seeds`` like ``0-4`` or ``0,3,7``; ``grid`` like ``["lr=1e-3,3e-4", "gamma=0.9,0.95"]``
@@ -114,6 +116,17 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
     task-bootstrap 95% intervals (``n_boot`` resamples) and the difference learned − top-1
     (:func:`cfjax.countermem.selectors.compare_with_fixed_policies`).
     Writes and returns the JSON (default ``TABLE/selectors.json``).
+
+    **Observation layouts.** A table stores the selector observation of each layout
+    (:mod:`cfjax.countermem.table`); ``observation`` is ``"paper"``, ``"legacy"`` or ``"both"``
+    (default: every layout the table stores — one for a table file from before the layouts were
+    recorded). The grid × seeds is trained once per layout, on the same roots, with the same keys
+    and bootstrap resamples; the report is printed per layout, then one summary line per layout
+    (and grid point): learned − top-1 and learned − skip (kept checkpoint, mean over seeds). The JSON
+    holds every layout under ``"by_observation"``; its top-level result keys (``val_return`` …
+    ``comparison``, ``seconds``) are those of ``"observation"``: ``"paper"`` when trained, else the
+    one layout trained. A layout the table does not hold is a :class:`cfjax.config.ConfigError`
+    naming the table and the layouts it holds.
 
     ``existing`` for an output file that already exists (checked first): ``"refuse"`` (default)
     raises :class:`cfjax.infra.io.OutputExistsError`, ``"force"`` replaces it (atomically, at the
@@ -132,10 +145,14 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
 
     from cfjax.countermem.selectors import (compare_with_fixed_policies, parse_grid, parse_seeds,
                                             train_selectors)
-    from cfjax.countermem.table import load_table
+    from cfjax.countermem.table import load_tables, missing_observation_message
     from cfjax.infra.distributed import init_processes, process_spec
     from cfjax.infra.io import atomic_write_text, prepare_output_file
 
+    from cfjax.config import ConfigError
+
+    if observation not in ("paper", "legacy", "both"):
+        raise ConfigError(f"--observation must be paper, legacy or both, got {observation!r}")
     spec = process_spec(coordinator, num_processes, process_id)  # checked before anything else; no JAX yet
     leader = spec is None or spec.process_id == 0  # (the output is written by process 0 only)
     dest = Path(out) if out else Path(table) / "selectors.json"
@@ -145,61 +162,112 @@ def train_selectors_main(table: str | Path, *, seeds: str = "0-4", grid: Sequenc
     if decisions is not None:
         cfg = dataclasses.replace(cfg, total_decisions=decisions)
     if cfg.total_decisions % cfg.checkpoint_every:  # the table trainer's rule, checked before any work
-        from cfjax.config import ConfigError
-
         raise ConfigError(f"decisions ({cfg.total_decisions}) must be a multiple of checkpoint_every "
                           f"({cfg.checkpoint_every}) for the table trainer")
-    tab, meta = load_table(table)
+    tables, meta = load_tables(table)
+    if observation == "both":
+        layouts = list(tables)
+    elif observation in tables:
+        layouts = [observation]
+    else:
+        raise ConfigError(missing_observation_message(table, list(tables), observation))
+    primary = "paper" if "paper" in layouts else layouts[0]
     seed_list = parse_seeds(seeds)
     points = parse_grid(list(grid))
     info = (init_processes(spec.coordinator, spec.num_processes, spec.process_id) if spec  # before any JAX work
             else init_processes(environ={}))  # a group the caller started itself, or one process
-    t0 = time.perf_counter()
-    res = train_selectors(tab, cfg, seeds=seed_list, grid=points, max_depth=meta.max_depth)
-    secs = time.perf_counter() - t0
     n = len(points) * len(seed_list)
-    where = (f"on {res.devices} device(s) × {res.processes} processes" if res.processes > 1
-             else f"on {res.devices} device(s)")
     default = dqn.DQNConfig()
     changed = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
                if f.name != "seeds" and getattr(cfg, f.name) != getattr(default, f.name)}
+    names = [",".join(f"{k}={v:g}" for k, v in point.items()) or "(Table 3 defaults)" for point in points]
+    per: dict[str, dict] = {}
+    processes = 1
+    for layout in layouts:
+        tab = tables[layout]
+        t0 = time.perf_counter()
+        res = train_selectors(tab, cfg, seeds=seed_list, grid=points, max_depth=meta.max_depth)
+        secs = time.perf_counter() - t0
+        processes = res.processes
+        where = (f"on {res.devices} device(s) × {res.processes} processes" if res.processes > 1
+                 else f"on {res.devices} device(s)")
+        per[layout] = r = {
+            "seconds": secs,
+            "val_return": res.val_return.tolist(), "best_decision": res.best_decision.tolist(),
+            "eval_return": res.eval_return.tolist(), "eval_solved": res.eval_solved.tolist(),
+            "final_eval_return": res.final_eval_return.tolist(),
+            "final_eval_solved": res.final_eval_solved.tolist(),
+            "val_curve": np.where(np.isnan(res.val_curve), None, res.val_curve).tolist(),
+        }
+        if not info.is_leader:
+            log(f"process {info.process_id}/{info.num_processes}: trained its share of {n} selectors {where} "
+                f"({layout} observation) in {secs:.1f}s; process 0 reports and writes {dest}")
+            continue
+        log(f"== observation {layout!r}{_layout_note(layout)} ==")
+        log(f"trained {n} selectors ({len(points)} grid point(s) × {len(seed_list)} seed(s), "
+            f"{cfg.total_decisions} decisions each) on table {meta.hash[:12]}… ({meta.backbone}), "
+            f"{layout} observation, in {secs:.1f}s {where}")
+        log(f"episodes start at {'the task stream (Algorithm 1)' if cfg.root_order == 'stream' else 'uniform roots'}; "
+            f"config differs from the defaults in: {', '.join(f'{k}={v!r}' for k, v in changed.items()) or 'nothing'}")
+        log(f"{'grid point':<28}{'seed':>6}{'val return':>12}{'best@':>7}{'held-out return':>17}"
+            f"{'held-out solved':>17}{'final return':>14}{'final solved':>14}")
+        for g, name in enumerate(names):
+            for s, seed in enumerate(seed_list):
+                log(f"{name:<28}{seed:>6}{res.val_return[g, s]:>12.4f}{int(res.best_decision[g, s]):>7}"
+                    f"{res.eval_return[g, s]:>17.4f}{100 * res.eval_solved[g, s]:>16.1f}%"
+                    f"{res.final_eval_return[g, s]:>14.4f}{100 * res.final_eval_solved[g, s]:>13.1f}%")
+            log(f"{name:<28}{'mean':>6}{res.val_return[g].mean():>12.4f}{'':>7}{res.eval_return[g].mean():>17.4f}"
+                f"{100 * res.eval_solved[g].mean():>16.1f}%{res.final_eval_return[g].mean():>14.4f}"
+                f"{100 * res.final_eval_solved[g].mean():>13.1f}%")
+        comparison = compare_with_fixed_policies(tab, res, cfg, max_depth=meta.max_depth, samples=meta.samples,
+                                                 n_boot=n_boot)
+        for line in comparison_lines(comparison, names):
+            log(line)
+        r["comparison"] = comparison
     payload = {
         "table_hash": meta.hash, "backbone": meta.backbone, "seeds": list(seed_list), "grid": points,
         "root_order": cfg.root_order, "config_changes": {k: list(v) if isinstance(v, tuple) else v
                                                          for k, v in changed.items()},
-        "decisions": cfg.total_decisions, "seconds": secs, "processes": res.processes,
-        "val_return": res.val_return.tolist(), "best_decision": res.best_decision.tolist(),
-        "eval_return": res.eval_return.tolist(), "eval_solved": res.eval_solved.tolist(),
-        "final_eval_return": res.final_eval_return.tolist(), "final_eval_solved": res.final_eval_solved.tolist(),
-        "val_curve": np.where(np.isnan(res.val_curve), None, res.val_curve).tolist(),
+        "decisions": cfg.total_decisions, "processes": processes,
+        "observation": primary, "observations": layouts,
+        **per[primary],
+        "by_observation": per,
     }
     if not info.is_leader:
-        log(f"process {info.process_id}/{info.num_processes}: trained its share of {n} selectors {where} in "
-            f"{secs:.1f}s; process 0 reports and writes {dest}")
         return payload
-    log(f"trained {n} selectors ({len(points)} grid point(s) × {len(seed_list)} seed(s), {cfg.total_decisions} "
-        f"decisions each) on table {meta.hash[:12]}… ({meta.backbone}) in {secs:.1f}s {where}")
-    log(f"episodes start at {'the task stream (Algorithm 1)' if cfg.root_order == 'stream' else 'uniform roots'}; "
-        f"config differs from the defaults in: {', '.join(f'{k}={v!r}' for k, v in changed.items()) or 'nothing'}")
-    log(f"{'grid point':<28}{'seed':>6}{'val return':>12}{'best@':>7}{'held-out return':>17}{'held-out solved':>17}"
-        f"{'final return':>14}{'final solved':>14}")
-    names = [",".join(f"{k}={v:g}" for k, v in point.items()) or "(Table 3 defaults)" for point in points]
-    for g, name in enumerate(names):
-        for s, seed in enumerate(seed_list):
-            log(f"{name:<28}{seed:>6}{res.val_return[g, s]:>12.4f}{int(res.best_decision[g, s]):>7}"
-                f"{res.eval_return[g, s]:>17.4f}{100 * res.eval_solved[g, s]:>16.1f}%"
-                f"{res.final_eval_return[g, s]:>14.4f}{100 * res.final_eval_solved[g, s]:>13.1f}%")
-        log(f"{name:<28}{'mean':>6}{res.val_return[g].mean():>12.4f}{'':>7}{res.eval_return[g].mean():>17.4f}"
-            f"{100 * res.eval_solved[g].mean():>16.1f}%{res.final_eval_return[g].mean():>14.4f}"
-            f"{100 * res.final_eval_solved[g].mean():>13.1f}%")
-    comparison = compare_with_fixed_policies(tab, res, cfg, max_depth=meta.max_depth, samples=meta.samples,
-                                             n_boot=n_boot)
-    for line in comparison_lines(comparison, names):
+    for line in observation_summary_lines({k: v["comparison"] for k, v in per.items()}, names):
         log(line)
-    payload["comparison"] = comparison
     atomic_write_text(dest, json.dumps(payload, indent=1))
     log(f"wrote {dest}")
     return payload
+
+
+def _layout_note(layout: str) -> str:
+    from cfjax.countermem.table import UNKNOWN_OBSERVATION
+
+    if layout == UNKNOWN_OBSERVATION:
+        return " (a table file from before the layouts were recorded; its layout cannot be read from its rows)"
+    return ""
+
+
+def observation_summary_lines(comparisons: dict[str, dict], names: Sequence[str]) -> list[str]:
+    """One line per observation layout (and grid point): the kept checkpoint's mean over seeds, learned −
+    top-1 and learned − skip with their paired 95% intervals (return units)."""
+    from cfjax.countermem.selectors import verdict
+
+    if not comparisons:
+        return []
+    width = max(len(k) for k in comparisons)
+    lines = ["observations side by side (held-out; DQN kept checkpoint, mean over seeds; return units, "
+             "paired 95% intervals):"]
+    for layout, c in comparisons.items():
+        for name, block in zip(names, c["points"]):
+            sel = next(x for x in block["selectors"] if x["params"] == "best" and x["seed"] == "mean")
+            where = f" {name}" if len(names) > 1 else ""
+            top1, skip = sel["minus_top1"]["return"], sel["minus_skip"]["return"]
+            lines.append(f"observation {layout:<{width}}{where}: DQN − top-1 {_fmt_return(top1, True)}; "
+                         f"DQN − skip {_fmt_return(skip, True)} → {verdict(top1)}")
+    return lines
 
 
 def _fmt_return(d: dict, signed: bool = False) -> str:
