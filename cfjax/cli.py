@@ -308,6 +308,7 @@ def _check_sandbox(args: argparse.Namespace, suites: list[str]) -> None:
 def _doctor(args: argparse.Namespace) -> int:
     from cfjax.sandbox import describe, missing, probe, seccomp_program
 
+    _log_compile_cache()
     layers = probe()
     _log(f"sandbox for generated code (the Python world), as a child process on this machine gets it "
          f"(running as uid {os.geteuid()}):")
@@ -321,6 +322,12 @@ def _doctor(args: argparse.Namespace) -> int:
         return 1
     _log("all layers on.")
     return 0
+
+
+def _log_compile_cache() -> None:
+    from cfjax.infra.compile_cache import describe, resolve
+
+    _log(describe(resolve()))
 
 
 def _countermem_run(args: argparse.Namespace) -> int:
@@ -538,6 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show the traceback of any error (also accepted before the subcommand)")
     p = _Parser(prog="cfjax", description="cfjax: a JAX learning core for agent memory")
     p.add_argument("--debug", action="store_true", help="show the traceback of any error instead of one line")
+    cache_help = ("JAX's persistent compilation cache: a folder, or off (default: $CFJAX_COMPILE_CACHE, else "
+                  "~/.cache/cfjax/jax; cfjax.infra.compile_cache)")
+    common.add_argument("--compile-cache", metavar="DIR|off", default=argparse.SUPPRESS, help=cache_help)
+    p.add_argument("--compile-cache", metavar="DIR|off", default=None, help=cache_help)
     sub = p.add_subparsers(dest="method", required=True)
     cm = sub.add_parser("countermem", help="CounterMem: verified counterfactual memory")
     cms = cm.add_subparsers(dest="command", required=True)
@@ -799,6 +810,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cfjax: {_line(e)}", file=sys.stderr)
         return 2
     debug = bool(getattr(args, "debug", False))
+    from cfjax.infra.compile_cache import enable as enable_compile_cache
+
+    enable_compile_cache(getattr(args, "compile_cache", None))  # before any JAX work; workers inherit it
     try:
         return int(args.func(args) or 0)
     except (UserError, PluginLoadError) as e:  # ConfigError, OutputExistsError, a broken plugin, …: one line

@@ -66,3 +66,17 @@ def test_weak_sandbox_allowed_explicitly_and_scripted_exempt(monkeypatch):
     cli._check_sandbox(argparse.Namespace(backbone="openai", allow_weak_sandbox=False), ["sql", "sat"])
     with pytest.raises(sandbox.WeakSandboxError):
         cli._check_sandbox(argparse.Namespace(backbone="openai", allow_weak_sandbox=False), ["sql", "pybugs"])
+
+
+def test_doctor_reports_the_compilation_cache(capsys, monkeypatch, tmp_path):
+    from cfjax.infra.compile_cache import ENV
+
+    monkeypatch.setattr(sandbox, "probe", _fake_probe(ALL_ON))
+    for k in (ENV, "JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
+        monkeypatch.setenv(k, "off")  # restored by monkeypatch after the test: main() writes them
+    cache = tmp_path / "cc"
+    assert main(["--compile-cache", str(cache), "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f"JAX compilation cache: {cache} (0 file(s)" in out and cache.is_dir()
+    assert main(["--compile-cache", "off", "doctor"]) == 0
+    assert "JAX compilation cache: off" in capsys.readouterr().out
