@@ -203,16 +203,18 @@ def build_window(tasks: Sequence[WindowTask], retriever: Retriever, labels: Labe
     first_ti: dict[str, int] = {}  # task id → its first window entry (the entry its family is scored on)
     for ti, wt in enumerate(tasks):
         tid = wt.cands.task.task_id
-        first_ti.setdefault(tid, ti)
+        fti = first_ti.setdefault(tid, ti)
         top = wt.cands.memories if cfg.probe_candidates == 0 else wt.cands.memories[:cfg.probe_candidates]
         prefixes = [wt.path[:j] for j in range(len(wt.path) + 1)]
         for base in prefixes:
             bkey = set_key(base)
             if base:
                 by_key.setdefault((ti, bkey), (ti, tuple(base)))
+                by_key.setdefault((fti, bkey), (fti, tuple(base)))  # a family is scored on its task's first entry
             for nb in neighbourhood(base, top, k=k, budget=budget):
                 nkey = set_key(nb)
                 by_key.setdefault((ti, nkey), (ti, nb))
+                by_key.setdefault((fti, nkey), (fti, nb))  # (a task twice in a window: its later entries' sets too)
                 if nkey not in wt.executed and (ti, nkey) not in seen:
                     seen.add((ti, nkey))
                     sets.append((ti, nb))

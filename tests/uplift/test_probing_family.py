@@ -97,6 +97,30 @@ def test_finite_family_is_one_comparison_per_set_against_the_incumbent():
         assert b == ("a", "b") and mu == pytest.approx(G[x] - 0.4, abs=1e-6)
 
 
+@pytest.mark.parametrize("family", ["siblings", "finite"])
+def test_a_task_twice_in_a_window_is_one_family_scored_on_its_first_entry(family):
+    """The same task at two window entries (it was processed twice since the last window) with different
+    paths: the sets only its second entry reaches (continuations of {b}) join the task's one family, which
+    is scored on its first entry (this raised KeyError (0, ('b', 'c')) in the full UpliftMem run)."""
+    task = Task("t0", "q", "synthetic", "", {}, domain="synthetic")
+    mems = {i: Memory(i, f"note {i}", 3, "") for i in IDS}
+    cands = SimpleNamespace(task=task, memories=[mems["a"], mems["b"], mems["c"]])
+    first = WindowTask(cands, [mems["a"]], seed=1, ref_id=7, executed={("a",)})
+    second = WindowTask(cands, [mems["b"]], seed=2, ref_id=8, executed={("b",)})
+    cfg = ProbingSection(**{**LEGACY_PROBING, "family": family, "max_pool": 32, "max_comparisons": 32})
+    no_labels = type("NoLabels", (), {"__len__": lambda self: 0})()
+    win = build_window([first, second], _Retriever(), no_labels, cfg, np.random.default_rng(0))
+    got = _pairs(win)
+    assert all(ti == 0 for ti, _, _ in win.comparisons) or family == "siblings"
+    assert len(got) == len(win.comparisons)  # each pair once, by task
+    if family == "finite":  # every set of either entry once against the predicted best {a,b} (0.4; {b,c} = 0.1)
+        assert set(got) == {frozenset([k, ("a", "b")]) for k in (*G, ("b", "c")) if k != ("a", "b")}
+    else:  # the continuations of {b} are siblings too: {b,c} vs {a,b} (their base {b}, best {a,b} at 0.4)
+        assert frozenset([("b", "c"), ("a", "b")]) in got
+    for x, b, mu in got.values():
+        assert mu == pytest.approx({**G, ("b", "c"): 0.1}[x] - {**G, ("b", "c"): 0.1}[b], abs=1e-6)
+
+
 def test_normalized_values_scale_tau_by_the_family_size():
     win, cfg = _window("siblings", normalize_values=True, tau_evsi=0.02)
     assert float(win.inputs.tau) == pytest.approx(0.02 * 9)
