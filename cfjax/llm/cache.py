@@ -84,6 +84,19 @@ def _checksum(key: str, text: str, prompt_tokens: int, completion_tokens: int) -
     return hashlib.sha256(blob.encode("ascii")).hexdigest()
 
 
+def _retry_locked(fn, timeout_s: float = BUSY_TIMEOUT_S):
+    """``fn()``, retried with a short back-off while SQLite says the database is locked or busy."""
+    deadline, pause = time.monotonic() + timeout_s, 0.01
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            if not any(w in str(e).lower() for w in ("locked", "busy")) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+
 @dataclass(frozen=True)
 class CacheStats:
     """Counters of one :class:`ResponseCache` instance (this process).
@@ -174,8 +187,11 @@ class ResponseCache:
         if version not in (0, SCHEMA_VERSION):
             raise ValueError(f"{self.path} is a response cache of schema version {version}; this cfjax reads "
                              f"version {SCHEMA_VERSION}. Use another --cache path or delete the file.")
-        # WAL lets readers proceed while one writer commits; it persists in the file.
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        # WAL lets readers proceed while one writer commits; it persists in the file. Switching the mode needs
+        # an exclusive lock, for which SQLite may answer "database is locked" at once, without its busy
+        # handler, when another process opens the same new file at the same moment (two spawned workers of
+        # a run): retry for up to the busy timeout.
+        mode = _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
         if str(mode).lower() != "wal":  # e.g. a filesystem without shared memory: still correct, just serialised
             conn.execute("PRAGMA journal_mode = DELETE")
         conn.execute("BEGIN IMMEDIATE")

@@ -243,3 +243,27 @@ def test_a_backbone_with_a_cache_in_a_subprocess_exits_without_close(tmp_path):
         assert all(bb._call("X", f"prompt {i}", None).text == echo(f"prompt {i}") for i in range(40))
         assert len(srv.chat_requests) == sent and bb.stats().cached == 40
     assert threading.active_count() < 50
+
+
+def test_a_locked_database_is_retried_and_other_errors_are_not():
+    """Two processes opening one new cache file at once: SQLite may refuse the WAL switch with "database is
+    locked" without waiting; the switch is retried (and any other error raised at once)."""
+    import sqlite3
+
+    import pytest
+
+    from cfjax.llm.cache import _retry_locked
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise sqlite3.OperationalError("database is locked")
+        return "wal"
+
+    assert _retry_locked(flaky, timeout_s=5.0) == "wal" and len(calls) == 3
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        _retry_locked(lambda: (_ for _ in ()).throw(sqlite3.OperationalError("no such table: x")))
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        _retry_locked(lambda: (_ for _ in ()).throw(sqlite3.OperationalError("database is locked")), timeout_s=0.05)
