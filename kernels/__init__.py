@@ -35,8 +35,9 @@ from cfjax.kernels.features import (ADM, BUDGET_DIM, EMBED_DIM, FREQ, GAIN, HELP
                                     VALID, action_mask, normalize_slots, observation, projection_matrix)
 from cfjax.kernels.replay import (Batch, Replay, Transition, replay_add, replay_init, replay_sample, ring_push,
                                   ring_sample_indices)
-from cfjax.kernels.dqn import (DQNConfig, DQNHParams, Metrics, QNetwork, TrainState, epsilon_schedule, jit_selector,
-                               learn_schedule, make_dqn, reward, scheduled_update)
+from cfjax.kernels.dqn import (DQNConfig, DQNHParams, Metrics, OnlineLearner, QNetwork, TrainState, epsilon_schedule,
+                               jit_online, jit_selector, learn_schedule, make_dqn, make_online, reward,
+                               scheduled_update)
 from cfjax.kernels.trainer import (DecisionTable, TrainerState, TrainMetrics, TrainOutput, Trainer, make_train,
                                    table_reward, evaluate_policy, table_hash, as_jax)
 from cfjax.kernels.topk import masked_topk, masked_topk_normalized, normalize_rows
@@ -73,7 +74,7 @@ __all__ = [
     # replay
     "Batch", "Replay", "Transition", "replay_add", "replay_init", "replay_sample", "ring_push", "ring_sample_indices",
     # dqn
-    "DQNConfig", "DQNHParams", "Metrics", "QNetwork", "TrainState", "epsilon_schedule", "jit_selector",
+    "DQNConfig", "DQNHParams", "Metrics", "QNetwork", "TrainState", "epsilon_schedule", "jit_selector", "jit_online", "make_online", "OnlineLearner",
     "learn_schedule", "make_dqn", "reward", "scheduled_update", "DQNSelector",
     # trainer
     "DecisionTable", "TrainerState", "TrainMetrics", "TrainOutput", "Trainer", "make_train", "table_reward",

@@ -44,6 +44,7 @@ __all__ = [
     "DQNConfig",
     "DQNHParams",
     "Metrics",
+    "OnlineLearner",
     "QNetwork",
     "Replay",
     "Selector",
@@ -52,7 +53,9 @@ __all__ = [
     "epsilon_schedule",
     "jit_selector",
     "learn_schedule",
+    "jit_online",
     "make_dqn",
+    "make_online",
     "masked_argmax",
     "masked_max",
     "replay_add",
@@ -548,3 +551,58 @@ def make_dqn(config: DQNConfig = DQNConfig()) -> Selector:
 def jit_selector(selector: Selector) -> Selector:
     """``jax.jit`` every function of a :class:`Selector` (a caller-side convenience)."""
     return jit_fields(selector)
+
+
+# --------------------------------------------------------------------------
+# Online (Algorithm 1) driver programs: one dispatch per decision, one per episode.
+# --------------------------------------------------------------------------
+class OnlineLearner(NamedTuple):
+    """The two programs a host loop that trains the selector online needs (Algorithm 1, 16–25).
+
+    They fold the host's key bookkeeping into the kernel so a decision costs one dispatch and an
+    episode's transitions one more, instead of a key split, a reward and an ``observe`` per
+    decision. They are exactly the per-decision calls they replace, in the same order:
+
+    * ``act(state, key, obs, mask, hp) -> (key', action)`` is
+      ``key', k = split(key); act(state, k, obs, mask, hp)``;
+    * ``observe_span(state, replay, key, transitions, start, stop, hp) -> (state, replay, key', updates)``
+      runs, for ``i = start … stop-1`` in order, ``key, k = split(key); observe(state, replay, k,
+      transitions[i], hp)`` (a ``fori_loop`` with a dynamic trip count, so one compiled program
+      serves every span of an episode's padded ``[T]`` transitions); ``updates`` is the number of
+      gradient steps taken (``i32[]``).
+
+    A host that checkpoints between decisions calls ``observe_span`` on the decisions up to the
+    checkpoint, evaluates, and continues with ``start`` at the checkpoint.
+    """
+
+    act: Callable
+    observe_span: Callable
+
+
+def make_online(selector: Selector) -> OnlineLearner:
+    """The raw (unjitted) :class:`OnlineLearner` of a raw :class:`Selector` (see :func:`jit_online`)."""
+
+    def act(state: TrainState, key: jax.Array, obs, mask, hp: DQNHParams):
+        ks = jax.random.split(key)
+        return ks[0], selector.act(state, ks[1], obs, mask, hp)
+
+    def observe_span(state: TrainState, replay: Replay, key: jax.Array, transitions: Transition, start, stop,
+                     hp: DQNHParams):
+        def body(i, carry):
+            state, replay, key, updates = carry
+            ks = jax.random.split(key)
+            tr = jax.tree.map(lambda x: x[i], transitions)
+            state, replay, metrics = selector.observe(state, replay, ks[1], tr, hp)
+            return state, replay, ks[0], updates + metrics.updated.astype(jnp.int32)
+
+        return jax.lax.fori_loop(jnp.asarray(start, jnp.int32), jnp.asarray(stop, jnp.int32), body,
+                                 (state, replay, key, jnp.zeros((), jnp.int32)))
+
+    return OnlineLearner(act=act, observe_span=observe_span)
+
+
+def jit_online(selector: Selector) -> OnlineLearner:
+    """:func:`make_online` jitted, the replay buffer donated to ``observe_span`` (it is updated in
+    place: a 10^4-transition buffer is ~8 MB that a non-donating call would copy per decision)."""
+    raw = make_online(selector)
+    return OnlineLearner(act=jax.jit(raw.act), observe_span=jax.jit(raw.observe_span, donate_argnums=(1,)))

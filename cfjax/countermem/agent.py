@@ -57,6 +57,14 @@ def top1_policy(obs: np.ndarray, mask: np.ndarray) -> int:
 
 
 _observation = jax.jit(F.observation)
+_TRANSFER_MEMO_MAX = 200_000
+
+
+def _embed(embedder, text: str) -> np.ndarray:
+    """One text's embedding, through the embedder's memo when it has one
+    (:meth:`~cfjax.infra.embed.HashingEmbedder.embed_cached`: the same vector as ``embed([text])[0]``)."""
+    cached = getattr(embedder, "embed_cached", None)
+    return cached(text) if cached is not None else embedder.embed([text])[0]
 
 
 class Agent:
@@ -73,6 +81,7 @@ class Agent:
         embedder: HashingEmbedder | None = None,
         envs: Mapping[str, Any] | None = None,
         retriever: "Retriever | None" = None,
+        transfer_memo: dict | None = None,
     ) -> None:
         self.backbone = backbone
         self.world = world
@@ -83,6 +92,9 @@ class Agent:
         self.edits = edits
         self.retriever = retriever
         self.proj = jnp.asarray(F.projection_matrix())
+        #: ``(unit_before, unit_after, draft, env_id) → usable`` (:meth:`usable`, a pure function of
+        #: them): agents of one unit that share an edit model and environments may share it
+        self.transfer_memo: dict = {} if transfer_memo is None else transfer_memo
 
     # ------------------------------------------------------------------ observation
     @staticmethod
@@ -105,11 +117,19 @@ class Agent:
         retrieval filter (Eq. 7) when conditions are on; in the no-condition ablation only the edit is
         checked. Agent-side: the record, the draft and the environment the agent sees."""
         r = rec.record
+        key = (r.unit_before, r.unit_after, draft, task.env_id)
+        hit = self.transfer_memo.get(key)
+        if hit is not None:
+            return hit
         try:
             moved = self.edits.transfer(r.unit_before, r.unit_after, draft, self.envs.get(task.env_id))
-            return moved is not None and self.edits.normalize(moved) != self.edits.normalize(draft)
+            ok = moved is not None and self.edits.normalize(moved) != self.edits.normalize(draft)
         except EditError:  # a draft that does not parse: no edit applies to it
-            return False
+            ok = False
+        if len(self.transfer_memo) >= _TRANSFER_MEMO_MAX:  # a long-lived agent: start afresh, never grow unbounded
+            self.transfer_memo.clear()
+        self.transfer_memo[key] = ok
+        return ok
 
     def observe(self, emb_state: np.ndarray, draft: str, retrieved: list[Retrieved], history: list[Attempt],
                 attempt: int, tokens_so_far: int, task: Task | None = None, *, layout: str | None = None
@@ -158,7 +178,7 @@ class Agent:
                 n / k,  # retrieved records / k
                 1.0 if history else 0.0,  # this is a retry
             ], np.float32)
-        emb_draft = self.embedder.embed([draft])[0]
+        emb_draft = _embed(self.embedder, draft)
         if paper:
             z = np.asarray(_observation(emb_state, emb_draft, slots, budget, self.proj, present))
             mask = np.asarray(action_mask_reference(slots, present))
@@ -190,7 +210,7 @@ class Agent:
         use_conditions = self.config.retrieval.use_conditions
         hist = list(history)
         st = self.state_text(task, hist, draft)
-        emb_retrieval = self.embedder.embed([st])[0]
+        emb_retrieval = _embed(self.embedder, st)
         if self.retriever is not None:
             retrieved = self.retriever(task, st, emb_retrieval, attempt, use_conditions)
         else:
@@ -198,7 +218,7 @@ class Agent:
         zs: dict[str, np.ndarray] = {}
         mask: np.ndarray | None = None
         for layout in layouts:
-            emb_state = (self.embedder.embed([self.observation_state_text(task, hist)])[0] if layout == "paper"
+            emb_state = (_embed(self.embedder, self.observation_state_text(task, hist)) if layout == "paper"
                          else emb_retrieval)
             z, m = self.observe(emb_state, draft, retrieved, hist, attempt, tokens_so_far, task, layout=layout)
             if mask is not None and not np.array_equal(m, mask):

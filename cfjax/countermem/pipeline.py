@@ -25,13 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from cfjax.config import CounterMemConfig
 from cfjax.countermem.agent import Agent, Episode, skip_policy, top1_policy
 from cfjax.countermem.metrics import row_metrics
 from cfjax.kernels import dqn
+from cfjax.kernels.reference.dqn import reward_f32
 from cfjax.infra.ledger import Ledger
 from cfjax.types import Task
 
@@ -56,10 +56,11 @@ def null_progress(desc: str, total: int) -> _NullBar:
 
 
 def episode_return(ep: Episode, cfg: CounterMemConfig) -> float:
-    """Undiscounted sum of Eq. 10 rewards over an episode (the kernel's ``dqn.reward``)."""
+    """Undiscounted sum of Eq. 10 rewards over an episode (``dqn.reward``, through its bit-identical
+    float32 host twin :func:`~cfjax.kernels.reference.dqn.reward_f32`)."""
     d = cfg.dqn
     n = len(ep.decisions)
-    return float(sum(float(dqn.reward(i == n - 1 and dec.solved, dec.calls, dec.failed, dec.tokens, d, d.tau0))
+    return float(sum(float(reward_f32(i == n - 1 and dec.solved, dec.calls, dec.failed, dec.tokens, d, d.tau0))
                      for i, dec in enumerate(ep.decisions)))
 
 
@@ -97,8 +98,9 @@ class TrainLog:
 
 
 def greedy_policy(selector: dqn.Selector, params) -> Callable[[np.ndarray, np.ndarray], int]:
+    """The held-out policy (one jitted call per decision; host arrays go straight to it)."""
     def policy(z: np.ndarray, mask: np.ndarray) -> int:
-        return int(selector.greedy(params, jnp.asarray(z), jnp.asarray(mask)))
+        return int(selector.greedy(params, z, mask))
     return policy
 
 
@@ -118,6 +120,32 @@ def jitted_selector(config: dqn.DQNConfig) -> dqn.Selector:
     return dqn.jit_selector(dqn.make_dqn(config))
 
 
+@functools.lru_cache(maxsize=16)
+def jitted_online(config: dqn.DQNConfig) -> dqn.OnlineLearner:
+    """The online learner's two programs (:func:`cfjax.kernels.dqn.jit_online`), one per process."""
+    return dqn.jit_online(dqn.make_dqn(config))
+
+
+def _episode_transitions(ep: Episode, hp: dqn.DQNHParams, dc: dqn.DQNConfig, length: int) -> dqn.Transition:
+    """The episode's transitions in decision order (Eq. 10 rewards through the float32 host twin),
+    padded to ``length`` rows (the padding is never read: spans stop at the episode's length)."""
+    n = len(ep.decisions)
+    obs = np.zeros((length, dc.obs_dim), np.float32)
+    nxt = np.zeros((length, dc.obs_dim), np.float32)
+    nmask = np.zeros((length, dc.n_actions), bool)
+    nmask[:, 0] = True  # a terminal transition's next mask: skip only (as before: never read, done = 1)
+    action = np.zeros(length, np.int32)
+    reward = np.zeros(length, np.float32)
+    done = np.zeros(length, np.float32)
+    for i, d in enumerate(ep.decisions):
+        last = i == n - 1
+        obs[i], action[i], done[i] = d.obs, d.slot, float(last)
+        reward[i] = reward_f32(last and d.solved, d.calls, d.failed, d.tokens, hp, dc.tau0)
+        if not last:
+            nxt[i], nmask[i] = ep.decisions[i + 1].obs, ep.decisions[i + 1].mask
+    return dqn.Transition(obs=obs, action=action, reward=reward, next_obs=nxt, next_mask=nmask, done=done)
+
+
 def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, seed: int,
                    progress: ProgressFactory = null_progress) -> tuple[object, TrainLog, Ledger]:
     """Algorithm 1 lines 15–25 with checkpoint selection (App. C.2). Returns the best params."""
@@ -126,6 +154,7 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
     if not train:
         raise ValueError("T_train is empty: the selector has nothing to train on")
     selector = jitted_selector(dc)
+    online = jitted_online(dc)
     hp = dc.hparams()
     key = jax.random.PRNGKey(seed)
     key, k_init = jax.random.split(key)
@@ -139,39 +168,33 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
     t0 = time.perf_counter()
     bar = progress("train selector", dc.total_decisions)
     next_ckpt = dc.checkpoint_every
-    zeros_obs = jnp.zeros((dc.obs_dim,), jnp.float32)
-    zeros_mask = jnp.zeros((dc.n_actions,), bool).at[0].set(True)
+    updates = []  # i32[] per span, summed once at the end (no host sync per episode)
+    width = cfg.agent.max_attempts
 
     while log.decisions < dc.total_decisions:
         if not order:
             order = list(train)
             rng.shuffle(order)
         task = order.pop()
-        ep_state = state
+        ep_state = state  # every decision of an episode acts with the parameters of its start
 
         def policy(z: np.ndarray, mask: np.ndarray) -> int:
             nonlocal key
-            key, k = jax.random.split(key)
-            return int(selector.act(ep_state, k, jnp.asarray(z), jnp.asarray(mask), hp))
+            key, action = online.act(ep_state, key, z, mask, hp)
+            return int(action)
 
         ep = agent.run_episode(task, policy, ledger, episode=EP_TRAIN + log.episodes)
         log.episodes += 1
         n = len(ep.decisions)
-        for i, d in enumerate(ep.decisions):
-            last = i == n - 1
-            r = dqn.reward(last and d.solved, d.calls, d.failed, d.tokens, hp, dc.tau0)
-            nxt = ep.decisions[i + 1] if not last else None
-            tr = dqn.Transition(
-                obs=jnp.asarray(d.obs), action=jnp.int32(d.slot), reward=jnp.float32(r),
-                next_obs=jnp.asarray(nxt.obs) if nxt is not None else zeros_obs,
-                next_mask=jnp.asarray(nxt.mask) if nxt is not None else zeros_mask,
-                done=jnp.float32(last),
-            )
-            key, k = jax.random.split(key)
-            state, replay, metrics = selector.observe(state, replay, k, tr, hp)
-            log.updates += int(metrics.updated)
-            log.decisions += 1
-            bar.update(1)
+        trs = _episode_transitions(ep, hp, dc, max(width, n))
+        i = 0
+        while i < n:  # the episode's decisions in order, cut at checkpoints and at the decision budget
+            stop = min(n, i + next_ckpt - log.decisions, i + dc.total_decisions - log.decisions)
+            state, replay, key, up = online.observe_span(state, replay, key, trs, i, stop, hp)
+            updates.append(up)
+            bar.update(stop - i)
+            log.decisions += stop - i
+            i = stop
             if log.decisions >= next_ckpt:
                 next_ckpt += dc.checkpoint_every
                 ret = validate(agent, selector, state.params, val, cfg)
@@ -181,6 +204,7 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
                 bar.set_postfix_str(f"val_return={ret:+.3f} best@{log.best_decision}")
             if log.decisions >= dc.total_decisions:
                 break
+    log.updates = int(np.sum([np.asarray(u) for u in updates])) if updates else 0
     bar.close()
     log.seconds = time.perf_counter() - t0
     return best_params, log, ledger

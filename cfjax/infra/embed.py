@@ -44,6 +44,7 @@ Design
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -221,3 +222,23 @@ class HashingEmbedder:
         if not isinstance(text, str):
             raise TypeError(f"text is {type(text).__name__}, expected str")
         return self.embed([text])[0]
+
+    def embed_cached(self, text: str) -> np.ndarray:
+        """``embed_one(text)`` through a bounded per-process memo (:data:`EMBED_CACHE_SIZE` texts,
+        least recently used dropped): the same read-only ``float32[dim]`` vector, computed once for a
+        text the host loop embeds again and again (a draft or a state that recurs across the rows,
+        the training episodes and the validation passes of a unit)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text is {type(text).__name__}, expected str")
+        return _embed_cached(self, text)
+
+
+#: texts kept by :meth:`HashingEmbedder.embed_cached` (about 2 KB each at ``dim = 512``)
+EMBED_CACHE_SIZE = 16384
+
+
+@functools.lru_cache(maxsize=EMBED_CACHE_SIZE)
+def _embed_cached(embedder: HashingEmbedder, text: str) -> np.ndarray:
+    v = embedder.embed([text])[0]
+    v.setflags(write=False)  # shared between callers: never mutate
+    return v

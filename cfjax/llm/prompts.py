@@ -14,6 +14,8 @@ vocabulary.
 
 from __future__ import annotations
 
+import functools
+
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -93,8 +95,10 @@ def _cut(text: str, limit: int) -> str:
     return text[: max(0, limit - len(marker))] + marker
 
 
+@functools.lru_cache(maxsize=8192)
 def count_tokens(text: str) -> int:
-    """Deterministic BPE-like token estimate (see module docstring)."""
+    """Deterministic BPE-like token estimate (see module docstring). Memoised (the same prompt is
+    counted once per process however many rows send it)."""
     n = 0
     for tok in _TOKEN_RE.findall(text):
         n += 1 + max(0, (len(tok) - 4 + 3) // 4)

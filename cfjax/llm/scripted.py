@@ -94,6 +94,9 @@ __all__ = ["ScriptedConfig", "ScriptedDomain", "ScriptedBackbone", "SCRIPTED_LAB
 SCRIPTED_LABEL = "scripted backbone (seeded simulator, not an LLM)"
 
 
+_DRAFT_MEMO_MAX = 200_000
+
+
 def stable_seed(*parts: object) -> int:
     h = hashlib.blake2b(repr(parts).encode(), digest_size=8)
     return int.from_bytes(h.digest(), "little")
@@ -166,6 +169,9 @@ class ScriptedBackbone(TextBackbone):
         self.edits = domain.edits
         self.config = config
         self.name = f"scripted-{domain.name}(seed={config.seed})"
+        #: memory-free drafts by ``(task, episode, attempt, sample, reflections)``: the rows of a unit
+        #: draft the same decisions again (the pairing), and the draw is a pure function of that key
+        self._drafts: dict[tuple, str] = {}
 
     # ------------------------------------------------------------------ plumbing
     def rng(self, *key: object) -> random.Random:
@@ -186,10 +192,26 @@ class ScriptedBackbone(TextBackbone):
     # ------------------------------------------------------------------ drafts
     def draft(self, req: DraftRequest) -> tuple[str, tuple[str, ...]]:
         """DRAFT_ACTION: the action and the ids of the memory it followed (module docstring)."""
+        task = req.task
+        attempt = len(req.history)
+        if req.memory is None:  # the whole reply is a pure function of the key: drawn once per backbone
+            key = (task.task_id, task.question, task.context, task.env_id, req.episode, attempt, req.sample, len(req.reflections))
+            hit = self._drafts.get(key)
+            if hit is None:
+                hit = self._drafts[key] = self._memory_free_draft(req, attempt)[0]
+                if len(self._drafts) > _DRAFT_MEMO_MAX:
+                    self._drafts.clear()
+            return hit, ()
+        action, rng = self._memory_free_draft(req, attempt)
+        if req.memory.kind == "memories":
+            return self._follow_memories(req.memory, task, action, (req.episode, attempt, req.sample))
+        return self._follow_rules(req.memory, task, action, rng)
+
+    def _memory_free_draft(self, req: DraftRequest, attempt: int) -> tuple[str, random.Random]:
+        """The memory-free draft and the draft stream after it (guidance is drawn from where it ends)."""
         c = self.config
         task = req.task
         ed = self.edits
-        attempt = len(req.history)
         rng = self.rng("draft", task.task_id, req.episode, attempt, req.sample)
         action = self.domain.draft(task, attempt, rng, self._reflected(c, len(req.reflections)))
         if rng.random() < c.p_noise:
@@ -200,11 +222,7 @@ class ScriptedBackbone(TextBackbone):
                     action = ed.replace_unit(action, i, new)
                 except EditError:
                     pass
-        if req.memory is None:
-            return action, ()
-        if req.memory.kind == "memories":
-            return self._follow_memories(req.memory, task, action, (req.episode, attempt, req.sample))
-        return self._follow_rules(req.memory, task, action, rng)
+        return action, rng
 
     @staticmethod
     def _reflected(c: ScriptedConfig, k: int) -> ScriptedConfig:

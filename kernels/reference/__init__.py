@@ -19,7 +19,7 @@ from cfjax.kernels.reference import bandit, beam, dqn, evsi, features, probes, s
 from cfjax.kernels.reference.bandit import bandit_reward_reference, local_estimates_reference, select_mode_reference
 from cfjax.kernels.reference.beam import beam_search_reference, brute_force_reference, path_log_prob_reference
 from cfjax.kernels.reference.dqn import (adam_init_reference, dqn_loss_reference, dqn_update_reference,
-                                         masked_argmax_reference, q_forward_reference, reward_reference)
+                                         masked_argmax_reference, q_forward_reference, reward_f32, reward_reference)
 from cfjax.kernels.reference.evsi import (batch_values_reference, blr_posterior_reference,
                                           conditional_moments_reference, evsi_reference, evsi_var_reference,
                                           greedy_rank_one_reference, greedy_reference, psi_reference,
@@ -40,7 +40,7 @@ __all__ = [
     "action_mask_reference", "normalize_slots_reference", "observation_reference",
     # dqn / trainer
     "adam_init_reference", "dqn_loss_reference", "dqn_update_reference", "masked_argmax_reference",
-    "q_forward_reference", "reward_reference", "evaluate_policy_reference",
+    "q_forward_reference", "reward_reference", "reward_f32", "evaluate_policy_reference",
     # topk
     "masked_topk_reference",
     "masked_topk_normalized_reference",

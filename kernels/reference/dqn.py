@@ -20,6 +20,7 @@ import numpy as np
 
 __all__ = [
     "reward_reference",
+    "reward_f32",
     "adam_init_reference",
     "dqn_loss_reference",
     "dqn_update_reference",
@@ -46,6 +47,15 @@ def reward_reference(solved_final, d_calls, d_failed, d_tokens, hp, tau0: float 
     """Eq. 10 in float64: ``1[t=T] 1[solved] − λ_w δw − λ_f δf − λ_τ δτ/τ0`` (twin of ``dqn.reward``)."""
     return (np.asarray(solved_final, _F) - _hp(hp, "lam_w") * np.asarray(d_calls, _F)
             - _hp(hp, "lam_f") * np.asarray(d_failed, _F) - _hp(hp, "lam_tau") * np.asarray(d_tokens, _F) / float(tau0))
+
+
+def reward_f32(solved_final, d_calls, d_failed, d_tokens, hp, tau0: float = 1e4) -> np.float32:
+    """Eq. 10 in float32, operation by operation as ``dqn.reward`` computes it, so the value is
+    bit-identical to the kernel's (each float32 operation is correctly rounded either way). The twin
+    a host loop uses for one decision instead of an eager JAX dispatch per operation."""
+    f = np.float32
+    return (f(solved_final) - f(np.asarray(hp.lam_w)) * f(d_calls) - f(np.asarray(hp.lam_f)) * f(d_failed)
+            - f(np.asarray(hp.lam_tau)) * f(d_tokens) / f(tau0))
 
 
 def q_forward_reference(params: Mapping[str, Any], obs: np.ndarray):

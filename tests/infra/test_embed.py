@@ -187,3 +187,19 @@ def test_batch_equals_one_by_one_and_reference(texts: list[str]) -> None:
     for i, t in enumerate(texts):
         np.testing.assert_array_equal(batch[i], emb.embed_one(t))
     np.testing.assert_allclose(batch, _reference(emb, texts), atol=1e-6)
+
+
+def test_embed_cached_is_embed_and_read_only() -> None:
+    """The memo returns exactly ``embed([text])[0]``, once per text, as a read-only vector."""
+    from cfjax.infra.embed import HashingEmbedder
+
+    e = HashingEmbedder(dim=64, seed=3)
+    texts = ["select a from t", "", "éé unicode words", "select a from t"]
+    for t in texts:
+        v = e.embed_cached(t)
+        assert v.dtype == np.float32 and v.tobytes() == e.embed([t])[0].tobytes()
+        assert not v.flags.writeable
+    assert e.embed_cached(texts[0]) is e.embed_cached(texts[3])
+    assert e.embed_cached("x y z") is not HashingEmbedder(dim=64, seed=4).embed_cached("x y z")
+    with pytest.raises(TypeError):
+        e.embed_cached(b"bytes")  # type: ignore[arg-type]

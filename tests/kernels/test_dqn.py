@@ -511,3 +511,69 @@ def test_raw_factory_jitted_by_caller_compiles_once():
         a = act_jit(st, jax.random.key(i), _obs(i), mask, hp._replace(eps_start=jnp.float32(0.1 * i)))
         assert 0 <= int(a) < 5
     assert len(traces) == 1
+
+
+# ---------------------------------------------------------------- the online learner's fused programs
+def test_reward_f32_twin_is_bit_identical_to_the_kernel():
+    """The host loop's float32 Eq. 10 is the kernel's value bit for bit (op by op, each rounded)."""
+    cfg = D.DQNConfig()
+    hp = cfg.hparams()
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        s, c, f, t = bool(rng.random() < 0.5), int(rng.integers(0, 6)), int(rng.integers(0, 4)), int(rng.integers(0, 30000))
+        want = np.asarray(D.reward(s, c, f, t, hp, cfg.tau0), np.float32)
+        got = R.reward_f32(s, c, f, t, hp, cfg.tau0)
+        assert got.dtype == np.float32 and got.tobytes() == want.tobytes(), (s, c, f, t)
+    assert R.reward_f32(True, 0, 0, 0, hp, cfg.tau0) == np.float32(1.0)
+
+
+def test_online_act_and_spans_match_the_per_decision_calls():
+    """``jit_online`` (one dispatch per decision, one per span of an episode) reproduces the per-call
+    path — ``key, k = split(key)`` then ``act`` / ``observe`` per decision — exactly: the same
+    actions, the same learner state and replay bit for bit, the same number of updates, with spans
+    cut anywhere (here: episodes of 1–3 decisions cut once in the middle)."""
+    cfg = D.DQNConfig(total_decisions=300, learning_starts=20, target_sync_every=50)
+    hp = cfg.hparams()
+    sel = D.jit_selector(D.make_dqn(cfg))
+    on = D.jit_online(D.make_dqn(cfg))
+    rng = np.random.default_rng(3)
+    trs = [_transition(rng) for _ in range(240)]
+    lengths = [1 + (i % 3) for i in range(120)]
+    key0 = jax.random.PRNGKey(11)
+
+    key, k = jax.random.split(key0)
+    st, rp = sel.init(k, hp), D.replay_init(cfg.buffer_capacity)
+    acts, ups, j = [], 0, 0
+    for n in lengths:
+        if j + n > len(trs):
+            break
+        ep = st
+        for q in range(n):
+            key, k = jax.random.split(key)
+            acts.append(int(sel.act(ep, k, trs[j + q].obs, trs[j + q].next_mask, hp)))
+        for q in range(n):
+            key, k = jax.random.split(key)
+            st, rp, m = sel.observe(st, rp, k, trs[j + q], hp)
+            ups += int(m.updated)
+        j += n
+
+    key, k = jax.random.split(key0)
+    st2, rp2 = sel.init(k, hp), D.replay_init(cfg.buffer_capacity)
+    acts2, ups2, j = [], 0, 0
+    for n in lengths:
+        if j + n > len(trs):
+            break
+        ep = st2
+        for q in range(n):
+            key, a = on.act(ep, key, np.asarray(trs[j + q].obs), np.asarray(trs[j + q].next_mask), hp)
+            acts2.append(int(a))
+        padded = D.Transition(*(np.stack([np.asarray(trs[j + min(q, n - 1)][f]) for q in range(3)]) for f in range(6)))
+        cut = n // 2
+        for lo, hi in ((0, cut), (cut, n)):
+            st2, rp2, key, u = on.observe_span(st2, rp2, key, padded, lo, hi, hp)
+            ups2 += int(u)
+        j += n
+
+    assert acts2 == acts and ups2 == ups and ups > 0
+    for a, b in zip(jax.tree.leaves((st, rp)), jax.tree.leaves((st2, rp2))):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()

@@ -71,6 +71,24 @@ def test_same_seed_same_draft_text_across_instances(suite):
             assert ra.raw == rb.raw and ra.action == rb.action and ra.usage == rb.usage
 
 
+def test_memoised_drafts_equal_fresh_draws_and_guidance_is_drawn_anew(suite):
+    """The backbone draws a memory-free draft once per key: asking again (any order, any row) gives
+    exactly what a fresh backbone draws, with the same usage charged per call; a draft under
+    guidance is not memoised and equals a fresh backbone's too."""
+    a = bb(suite, seed=5)
+    guide = MemoryText("guidance", "RULE: ALWAYS\nEDIT: a -> b")
+    reqs = [DraftRequest(t, (), ep, sample) for t in suite.tasks[:12] for ep in (0, 3) for sample in (0, 1)]
+    first = [a.call(DRAFT_ACTION, r) for r in reqs]
+    again = [a.call(DRAFT_ACTION, r) for r in reversed(reqs)][::-1]
+    fresh = [bb(suite, seed=5).call(DRAFT_ACTION, r) for r in reqs]
+    assert [(x.raw, x.usage) for x in first] == [(x.raw, x.usage) for x in again] == [(x.raw, x.usage) for x in fresh]
+    assert len(a._drafts) == len(reqs)
+    t = suite.tasks[0]
+    g1 = a.call(DRAFT_ACTION, DraftRequest(t, (), 0, memory=guide))
+    g2 = bb(suite, seed=5).call(DRAFT_ACTION, DraftRequest(t, (), 0, memory=guide))
+    assert (g1.raw, g1.usage) == (g2.raw, g2.usage) and len(a._drafts) == len(reqs)
+
+
 def test_different_seeds_differ_somewhere(suite):
     a, b = bb(suite, seed=0), bb(suite, seed=1)
     diffs = sum(a.call(DRAFT_ACTION, DraftRequest(t)).action != b.call(DRAFT_ACTION, DraftRequest(t)).action for t in suite.tasks)

@@ -115,10 +115,13 @@ class UnitContext:
     #: rows evaluated at the same time share one bound on calls in flight
     pool: ThreadPoolExecutor | None = None
     none_ready: threading.Event = field(default_factory=threading.Event)
+    #: the unit's agents share one memo of record-transfer checks (:meth:`Agent.usable`): one suite,
+    #: one edit model, one set of environments
+    transfer_memo: dict = field(default_factory=dict)
 
     def agent(self, store: MemoryStore | None, config: CounterMemConfig | None = None, retriever=None) -> Agent:
         return Agent(self.backbone, self.world, config or self.config, store=store, envs=dict(self.suite.envs()),
-                     edits=self.suite.edits, retriever=retriever)
+                     edits=self.suite.edits, retriever=retriever, transfer_memo=self.transfer_memo)
 
     def run_rows(self, name: str, fn: Callable[[int, Task, Ledger], Episode], *, memory: bool) -> dict:
         """Evaluate ``fn`` on every held-out task (on the unit's episode pool when it has one;
