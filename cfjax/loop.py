@@ -29,7 +29,8 @@ they call; the loop charges the attempt's evaluation).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,7 +42,7 @@ from cfjax.llm.calls import BEST_OF_N_JUDGE, DRAFT_ACTION
 from cfjax.types import (Attempt, Backbone, DraftRequest, EditModel, JudgeRequest, MemoryText, Outcome, Task,
                          World)
 
-__all__ = ["Decision", "Episode", "Proposal", "Consultation", "AfterResult", "DraftFn", "ConsultFn", "AfterFn",
+__all__ = ["DraftPrefetch", "Decision", "Episode", "Proposal", "Consultation", "AfterResult", "DraftFn", "ConsultFn", "AfterFn",
            "run_episode", "draft_once", "best_of_n", "no_memory", "JudgeLog", "reuse_label"]
 
 
@@ -158,11 +159,65 @@ def no_memory(task: Task, history: Sequence[Attempt], proposal: Proposal, **_: A
     return Consultation(proposal.action if proposal.action is not None else proposal.draft)
 
 
-def draft_once(backbone: Backbone, memory: MemoryText | None = None) -> DraftFn:
-    """One DRAFT_ACTION call per attempt, optionally with memory shown before drafting."""
+class DraftPrefetch:
+    """First drafts requested ahead of a sequential loop (issue 23: prefetch what does not depend on
+    memory).
+
+    A memory-free first draft ``DRAFT_ACTION(task, no history, episode)`` depends on the task and the
+    episode id only — not on the store, the selector or any other episode — so a loop that knows its
+    next episodes (memory construction, selector training) can have them requested at once on
+    ``pool`` while it works through the episodes in order; the episode's own draft call then takes
+    the reply (:func:`draft_once` with ``prefetch``) instead of sending it again. The reply and its
+    usage are exactly what the call would have returned; the ledger charges them once, when the
+    episode takes them. Callers request only drafts their loop is certain to take (an unused reply
+    would be a server call nobody is charged for): :attr:`unused` counts any left at :meth:`close`.
+    """
+
+    def __init__(self, backbone: Backbone, pool: Executor) -> None:
+        self.backbone = backbone
+        self.pool = pool
+        self._futs: dict[tuple[str, int], Future] = {}
+        self._lock = threading.Lock()
+        self.taken = 0
+        self.unused = 0
+
+    def ahead(self, items: Iterable[tuple[Task, int]]) -> None:
+        """Request the first draft of each ``(task, episode)`` not yet requested."""
+        for task, episode in items:
+            key = (task.task_id, episode)
+            with self._lock:
+                if key in self._futs:
+                    continue
+                self._futs[key] = self.pool.submit(self.backbone.call, DRAFT_ACTION, DraftRequest(task, (), episode))
+
+    def take(self, task: Task, episode: int):
+        """The requested reply for ``(task, episode)`` (waiting for it), or ``None`` if none was requested."""
+        with self._lock:
+            fut = self._futs.pop((task.task_id, episode), None)
+        if fut is None:
+            return None
+        self.taken += 1
+        return fut.result()
+
+    def close(self) -> None:
+        """Wait for what is still in flight; count it as :attr:`unused`."""
+        with self._lock:
+            left, self._futs = list(self._futs.values()), {}
+        for f in left:
+            f.result()
+        self.unused += len(left)
+
+
+def draft_once(backbone: Backbone, memory: MemoryText | None = None, prefetch: DraftPrefetch | None = None) -> DraftFn:
+    """One DRAFT_ACTION call per attempt, optionally with memory shown before drafting; a first
+    memory-free draft comes from ``prefetch`` when it was requested there (the same reply)."""
 
     def draft(task: Task, history: Sequence[Attempt], *, episode: int, attempt: int, ledger: Ledger) -> Proposal:
-        dr = backbone.call(DRAFT_ACTION, DraftRequest(task, tuple(history), episode, memory=memory))
+        dr = None
+        if prefetch is not None and memory is None and not history:
+            dr = prefetch.take(task, episode)
+        if dr is None:
+            dr = backbone.call(DRAFT_ACTION, DraftRequest(task, tuple(history), episode, memory=memory))
         ledger.llm(task.task_id, dr.usage)
         return Proposal(dr.action, dr.usage.total, applied=dr.applied)
 

@@ -22,6 +22,8 @@ are the task, its own attempts and the evaluator's feedback.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,15 +179,26 @@ def experience_of(ep: Episode, episode: int) -> Experience:
 
 
 def build_experience(tasks: Sequence[Task], *, backbone: Backbone, world: World, edits: EditModel, ledger: Ledger,
-                     episode0: int, max_attempts: int) -> list[Experience]:
+                     episode0: int, max_attempts: int, pool: Executor | None = None) -> list[Experience]:
     """Memory-free episodes of ``tasks`` (episode ids ``episode0 + i``), the experience a system is
-    built from in ``countermem run`` (each attempt and evaluation charged to ``ledger``)."""
-    out = []
-    for i, task in enumerate(tasks):
-        ep = run_episode(task, world=world, edits=edits, ledger=ledger, episode=episode0 + i,
+    built from in ``countermem run`` (each attempt and evaluation charged to ``ledger``).
+
+    The episodes are independent (no memory, each seeded by its task and episode id), so with
+    ``pool`` they run at once; the experience and the ledger are the same (merged in task order)."""
+
+    def one(i: int) -> tuple[Experience, Ledger]:
+        led = Ledger(ledger.phase)
+        ep = run_episode(tasks[i], world=world, edits=edits, ledger=led, episode=episode0 + i,
                          max_attempts=max_attempts, draft=draft_once(backbone))
-        out.append(experience_of(ep, episode0 + i))
-    return out
+        return experience_of(ep, episode0 + i), led
+
+    if pool is None:
+        done = [one(i) for i in range(len(tasks))]
+    else:
+        done = [f.result() for f in [pool.submit(one, i) for i in range(len(tasks))]]
+    for _, led in done:
+        ledger.merge(led)
+    return [exp for exp, _ in done]
 
 
 def recall_episode(task: Task, system: MemorySystem, info: MemorySystemInfo, *, backbone: Backbone, world: World,

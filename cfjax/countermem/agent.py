@@ -31,8 +31,8 @@ from cfjax.infra.embed import HashingEmbedder
 from cfjax.kernels import features as F
 from cfjax.kernels.reference import action_mask_reference
 from cfjax.infra.ledger import Ledger
-from cfjax.loop import (AfterFn, AfterResult, ConsultFn, Consultation, Decision, Episode, Proposal, draft_once,
-                        no_memory, run_episode)
+from cfjax.loop import (AfterFn, AfterResult, ConsultFn, Consultation, Decision, DraftPrefetch, Episode, Proposal,
+                        draft_once, no_memory, run_episode)
 from cfjax.llm.calls import REVISE_WITH_RECORD
 from cfjax.loop import reuse_label  # Eq. 6, shared by every memory row (re-exported)
 from cfjax.types import Attempt, Backbone, EditError, EditModel, MemoryText, Outcome, ReviseRequest, Task, World
@@ -292,6 +292,7 @@ class Agent:
         construct: bool = False,
         measure_draft: bool = False,
         rng: random.Random | None = None,
+        prefetch: DraftPrefetch | None = None,
     ) -> Episode:
         """Solve ``task`` once through :func:`cfjax.loop.run_episode`.
 
@@ -302,11 +303,13 @@ class Agent:
           measure_draft: when a record changes the action, also evaluate the
             memory-free draft *off the ledger* to label harmful use for the
             metrics (App. D.4); costs nothing the agent is charged for.
+          prefetch: where the first draft may already have been requested
+            (:class:`cfjax.loop.DraftPrefetch`; the same reply either way).
         """
         use_memory = memory and self.store is not None
         return run_episode(
             task, world=self.world, edits=self.edits, ledger=ledger, episode=episode,
-            max_attempts=self.config.agent.max_attempts, draft=draft_once(self.backbone),
+            max_attempts=self.config.agent.max_attempts, draft=draft_once(self.backbone, prefetch=prefetch),
             consult=self.consult_fn(policy) if use_memory else no_memory,
             after=self.after_fn(construct=construct, measure_draft=measure_draft, rng=rng or random.Random(episode)))
 

@@ -22,6 +22,7 @@ import functools
 import random
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import jax
@@ -33,6 +34,7 @@ from cfjax.countermem.metrics import row_metrics
 from cfjax.kernels import dqn
 from cfjax.kernels.reference.dqn import reward_f32
 from cfjax.infra.ledger import Ledger
+from cfjax.loop import DraftPrefetch
 from cfjax.types import Task
 
 __all__ = ["episode_return", "construct", "train_selector", "validate", "evaluate", "null_progress", "greedy_policy",
@@ -43,6 +45,8 @@ ProgressFactory = Callable[[str, int], "object"]
 # Disjoint episode-id ranges keep the backbone's randomness of each phase apart
 # (and identical between the none and cf_memory rows of one seed).
 EP_BUILD, EP_TRAIN, EP_VAL, EP_EVAL = 0, 1_000_000, 2_000_000, 3_000_000
+#: training episodes whose first draft is requested ahead (with a pool; :func:`train_selector`)
+PREFETCH_AHEAD = 32
 
 
 class _NullBar:
@@ -67,17 +71,29 @@ def episode_return(ep: Episode, cfg: CounterMemConfig) -> float:
 # --------------------------------------------------------------------------- phase 1
 
 
-def construct(agent: Agent, tasks: Sequence[Task], *, seed: int, progress: ProgressFactory = null_progress) -> Ledger:
-    """Algorithm 1 lines 3–13 on T_build, then freeze (line 14)."""
+def construct(agent: Agent, tasks: Sequence[Task], *, seed: int, progress: ProgressFactory = null_progress,
+              pool: Executor | None = None) -> Ledger:
+    """Algorithm 1 lines 3–13 on T_build, then freeze (line 14).
+
+    The episodes run in task order (each sees the store its predecessors built). With ``pool``, the
+    first (memory-free) draft of every episode is requested up front (:class:`cfjax.loop.DraftPrefetch`):
+    it depends on the task alone, so the replies are the ones the serial loop would get."""
     assert agent.store is not None
     ledger = Ledger("construct")
     rng = random.Random(seed)
     bar = progress("build memory", len(tasks))
     policy = top1_policy if agent.config.agent.construction_uses_memory else skip_policy
-    for i, task in enumerate(tasks):
-        agent.run_episode(task, policy, ledger, episode=EP_BUILD + i, construct=True, rng=rng)
-        bar.update(1)
-        bar.set_postfix_str(f"records={len(agent.store)}")
+    prefetch = DraftPrefetch(agent.backbone, pool) if pool is not None else None
+    try:
+        if prefetch is not None:
+            prefetch.ahead((task, EP_BUILD + i) for i, task in enumerate(tasks))
+        for i, task in enumerate(tasks):
+            agent.run_episode(task, policy, ledger, episode=EP_BUILD + i, construct=True, rng=rng, prefetch=prefetch)
+            bar.update(1)
+            bar.set_postfix_str(f"records={len(agent.store)}")
+    finally:
+        if prefetch is not None:
+            prefetch.close()
     bar.close()
     agent.store.freeze()
     return ledger
@@ -104,11 +120,24 @@ def greedy_policy(selector: dqn.Selector, params) -> Callable[[np.ndarray, np.nd
     return policy
 
 
-def validate(agent: Agent, selector: dqn.Selector, params, tasks: Sequence[Task], cfg: CounterMemConfig) -> float:
-    """Mean Eq. 10 return of the greedy policy on the selector-validation subset."""
+def validate(agent: Agent, selector: dqn.Selector, params, tasks: Sequence[Task], cfg: CounterMemConfig,
+             pool: Executor | None = None) -> float:
+    """Mean Eq. 10 return of the greedy policy on the selector-validation subset.
+
+    The episodes are independent given the frozen store and parameters (each is seeded by its task
+    and episode id), so with ``pool`` they run at once — an LLM backbone then sees them as
+    concurrent calls — and the mean is the same (returns are summed in task order)."""
     ledger = Ledger("val")
     policy = greedy_policy(selector, params)
-    rets = [episode_return(agent.run_episode(t, policy, ledger, episode=EP_VAL + i), cfg) for i, t in enumerate(tasks)]
+
+    def one(i: int) -> float:
+        return episode_return(agent.run_episode(tasks[i], policy, Ledger("val"), episode=EP_VAL + i), cfg)
+
+    if pool is None:
+        rets = [episode_return(agent.run_episode(t, policy, ledger, episode=EP_VAL + i), cfg)
+                for i, t in enumerate(tasks)]
+    else:
+        rets = [f.result() for f in [pool.submit(one, i) for i in range(len(tasks))]]
     return float(np.mean(rets)) if rets else 0.0
 
 
@@ -147,8 +176,16 @@ def _episode_transitions(ep: Episode, hp: dqn.DQNHParams, dc: dqn.DQNConfig, len
 
 
 def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, seed: int,
-                   progress: ProgressFactory = null_progress) -> tuple[object, TrainLog, Ledger]:
-    """Algorithm 1 lines 15–25 with checkpoint selection (App. C.2). Returns the best params."""
+                   progress: ProgressFactory = null_progress, pool: Executor | None = None
+                   ) -> tuple[object, TrainLog, Ledger]:
+    """Algorithm 1 lines 15–25 with checkpoint selection (App. C.2). Returns the best params.
+
+    ``pool`` (optional) runs each checkpoint's validation episodes at once (:func:`validate`) and
+    requests the first drafts of the coming training episodes ahead (:class:`cfjax.loop.DraftPrefetch`:
+    the task order is fixed by the seed, and a first draft depends on its task and episode id
+    alone). Only episodes certain to run are requested — ``k`` episodes ahead while
+    ``decisions + k · max_attempts < total_decisions`` — so no reply goes unused. The training
+    episodes themselves are sequential (each acts with the parameters its predecessors trained)."""
     cfg = agent.config
     dc = cfg.dqn
     if not train:
@@ -171,11 +208,27 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
     updates = []  # i32[] per span, summed once at the end (no host sync per episode)
     width = cfg.agent.max_attempts
 
+    prefetch = DraftPrefetch(agent.backbone, pool) if pool is not None else None
+    upcoming: list[Task] = []  # the task order, drawn ahead as far as the prefetch looks
+
+    def next_task(k: int) -> Task:
+        """The task of the ``k``-th episode from now (the shuffled passes over T_train, drawn lazily)."""
+        nonlocal order
+        while len(upcoming) <= k:
+            if not order:
+                order = list(train)
+                rng.shuffle(order)
+            upcoming.append(order.pop())
+        return upcoming[k]
+
     while log.decisions < dc.total_decisions:
-        if not order:
-            order = list(train)
-            rng.shuffle(order)
-        task = order.pop()
+        task = next_task(0)
+        upcoming.pop(0)
+        if prefetch is not None:
+            sure = max(0, -(-(dc.total_decisions - log.decisions) // width) - 1)  # episodes certain to follow
+            look = min(sure, PREFETCH_AHEAD)
+            prefetch.ahead([(task, EP_TRAIN + log.episodes)]
+                           + [(next_task(k), EP_TRAIN + log.episodes + 1 + k) for k in range(look)])
         ep_state = state  # every decision of an episode acts with the parameters of its start
 
         def policy(z: np.ndarray, mask: np.ndarray) -> int:
@@ -183,7 +236,7 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
             key, action = online.act(ep_state, key, z, mask, hp)
             return int(action)
 
-        ep = agent.run_episode(task, policy, ledger, episode=EP_TRAIN + log.episodes)
+        ep = agent.run_episode(task, policy, ledger, episode=EP_TRAIN + log.episodes, prefetch=prefetch)
         log.episodes += 1
         n = len(ep.decisions)
         trs = _episode_transitions(ep, hp, dc, max(width, n))
@@ -197,13 +250,16 @@ def train_selector(agent: Agent, train: Sequence[Task], val: Sequence[Task], *, 
             i = stop
             if log.decisions >= next_ckpt:
                 next_ckpt += dc.checkpoint_every
-                ret = validate(agent, selector, state.params, val, cfg)
+                ret = validate(agent, selector, state.params, val, cfg, pool)
                 log.checkpoints.append((log.decisions, ret))
                 if ret > log.best_return:
                     log.best_return, log.best_decision, best_params = ret, log.decisions, state.params
                 bar.set_postfix_str(f"val_return={ret:+.3f} best@{log.best_decision}")
             if log.decisions >= dc.total_decisions:
                 break
+    if prefetch is not None:
+        prefetch.close()
+        assert prefetch.unused == 0, "a prefetched training draft went unused"
     log.updates = int(np.sum([np.asarray(u) for u in updates])) if updates else 0
     bar.close()
     log.seconds = time.perf_counter() - t0

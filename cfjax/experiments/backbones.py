@@ -41,13 +41,16 @@ class BackboneSpec:
     cache_force: bool = False  # cache replies even at temperature > 0 (they stop being fresh samples)
     agent: str = "react"  # the base agent (cfjax.registry.AGENTS): how the backbone is driven within a task
 
-    def make(self, suite: Suite, seed: int, config: CounterMemConfig) -> Backbone:
-        """The unit's backbone, wrapped by the base agent ``agent`` (:mod:`cfjax.agents`; ``react``: as is)."""
+    def make(self, suite: Suite, seed: int, config: CounterMemConfig, *, transport: object | None = None) -> Backbone:
+        """The unit's backbone, wrapped by the base agent ``agent`` (:mod:`cfjax.agents`; ``react``: as is).
+
+        ``transport`` (an :class:`cfjax.llm.openai_client.SharedTransport`) puts an OpenAI backbone on
+        a client and in-flight limit shared with other units of the process (ignored otherwise)."""
         from cfjax.registry import AGENTS
 
-        return AGENTS.get(self.agent).wrap(self._make(suite, seed, config))
+        return AGENTS.get(self.agent).wrap(self._make(suite, seed, config, transport))
 
-    def _make(self, suite: Suite, seed: int, config: CounterMemConfig) -> Backbone:
+    def _make(self, suite: Suite, seed: int, config: CounterMemConfig, transport: object | None = None) -> Backbone:
         if self.kind == "scripted":
             from cfjax.llm.scripted import ScriptedBackbone
 
@@ -60,7 +63,8 @@ class BackboneSpec:
                 from cfjax.llm.tokens import hf_token_counter
 
                 count = hf_token_counter(self.tokenizer)
-            bb = OpenAIBackbone(dataclasses.replace(self.openai, seed=seed), count_tokens=count)  # type: ignore
+            bb = OpenAIBackbone(dataclasses.replace(self.openai, seed=seed), count_tokens=count,  # type: ignore
+                                transport=transport)  # type: ignore[arg-type]
         elif self.kind == "hf":
             from cfjax.llm.hf import HFBackbone
 
@@ -72,7 +76,7 @@ class BackboneSpec:
 
             bb.cache = ResponseCache(self.cache_path)
             bb.cache_force = self.cache_force
-        if getattr(bb, "max_inflight", None) != self.inflight:
+        if transport is None and getattr(bb, "max_inflight", None) != self.inflight:
             bb.max_inflight = self.inflight  # the unit's threads (cfjax.infra.concurrency.inflight_of)
         return bb
 

@@ -66,6 +66,7 @@ import re
 import secrets
 import shutil
 import socket
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -230,6 +231,11 @@ def _remove_legacy(d: Path, item: str) -> None:
         pass
 
 
+#: one orbax save or restore at a time in this process (units of a job may run on threads:
+#: ``countermem run`` with an LLM backbone; saves of different directories raced inside orbax)
+_ORBAX_LOCK = threading.Lock()
+
+
 def save_step(directory: str | Path, item: str, tree: Any, meta: dict, *, keep: int = 2) -> Path:
     """Commit ``tree`` (saved as ``<item>/``) and ``meta`` as a new step of ``directory``;
     then drop all but the newest ``keep`` steps. Returns the committed step directory."""
@@ -246,12 +252,13 @@ def save_step(directory: str | Path, item: str, tree: Any, meta: dict, *, keep: 
     tmp.mkdir()
     try:
         _phase("tmp_created", tmp)
-        ck = ocp.StandardCheckpointer()
-        try:
-            ck.save(tmp / item, jax.tree.map(np.asarray, tree))
-            ck.wait_until_finished()
-        finally:
-            ck.close()
+        with _ORBAX_LOCK:  # orbax's checkpointers are not safe to run from several threads at once
+            ck = ocp.StandardCheckpointer()
+            try:
+                ck.save(tmp / item, jax.tree.map(np.asarray, tree))
+                ck.wait_until_finished()
+            finally:
+                ck.close()
         _phase("item_written", tmp)
         atomic_write_json(tmp / META, meta)
         _phase("meta_written", tmp)
@@ -287,13 +294,14 @@ def has_checkpoint(directory: str | Path) -> bool:
 
 
 def _restore(path: Path, like: Any | None) -> Any:
-    ck = ocp.StandardCheckpointer()
-    try:
-        if like is not None:
-            return ck.restore(path, jax.tree.map(np.asarray, like))
-        return ck.restore(path)
-    finally:
-        ck.close()
+    with _ORBAX_LOCK:
+        ck = ocp.StandardCheckpointer()
+        try:
+            if like is not None:
+                return ck.restore(path, jax.tree.map(np.asarray, like))
+            return ck.restore(path)
+        finally:
+            ck.close()
 
 
 def load_latest(directory: str | Path, item: str, like: Any | None = None, *,

@@ -79,6 +79,7 @@ __all__ = [
     "OpenAIConfig",
     "CallStats",
     "OpenAIBackbone",
+    "SharedTransport",
     "ENV_VARS",
     "MAX_BACKOFF_S",
     "FAULT_KINDS",
@@ -439,6 +440,31 @@ class _Transport:
             pass
 
 
+class SharedTransport(_Transport):
+    """One HTTP client and one in-flight semaphore for several backbones of a process.
+
+    The units of a job (``countermem run`` with an LLM backbone) each build their own backbone (its
+    seed, counters and cache), but pass them one ``SharedTransport``: the server then sees at most
+    ``max_inflight`` requests from all of them together, over one connection pool. Every backbone
+    that shares it must name the same server (``base_url``, ``api_key``, ``timeout_s``); closing a
+    backbone leaves the transport open — its owner calls :meth:`close` when the job is done.
+    """
+
+    def __init__(self, max_inflight: int) -> None:
+        if not isinstance(max_inflight, int) or isinstance(max_inflight, bool) or max_inflight <= 0:
+            raise ValueError(f"max_inflight must be a positive integer, got {max_inflight!r}")
+        super().__init__()
+        self.max_inflight = max_inflight
+        self.lock = threading.Lock()
+        self.server: tuple | None = None  # (base_url, api_key, timeout_s) of the first backbone
+
+    def __enter__(self) -> "SharedTransport":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 # --------------------------------------------------------------------------- the backbone
 
 
@@ -480,7 +506,8 @@ class OpenAIBackbone(TextBackbone):
     """
 
     def __init__(self, config: OpenAIConfig, *, sleep: Callable[[float], Awaitable[None] | None] | None = None,
-                 count_tokens: Callable[[str], int] | None = None, cache: ResponseCache | None = None) -> None:
+                 count_tokens: Callable[[str], int] | None = None, cache: ResponseCache | None = None,
+                 transport: SharedTransport | None = None) -> None:
         self.config = config
         self.name = f"openai:{config.model}"
         self._sleep = sleep if sleep is not None else asyncio.sleep
@@ -490,10 +517,23 @@ class OpenAIBackbone(TextBackbone):
         self._owns_cache = cache is None and config.cache_path is not None
         self.cache = cache if cache is not None else (ResponseCache(config.cache_path) if config.cache_path else None)
         self.cache_force = config.cache_force
-        self._transport = _Transport()
-        self._transport_lock = threading.Lock()
+        if transport is not None:
+            server = (config.base_url, config.api_key, config.timeout_s)
+            with transport.lock:
+                if transport.server is None:
+                    transport.server = server
+                elif transport.server != server:
+                    raise ValueError("a SharedTransport serves one server: this backbone names another "
+                                     "base_url, api_key or timeout_s than the backbones already on it")
+            if config.max_inflight != transport.max_inflight:
+                config = replace(config, max_inflight=transport.max_inflight)
+                self.config = config
+        self._owns_transport = transport is None
+        self._transport: _Transport = _Transport() if transport is None else transport
+        self._transport_lock = threading.Lock() if transport is None else transport.lock
+        self._closed = False
         self._pid = os.getpid()
-        self._finalizer = weakref.finalize(self, self._transport.close, 2.0)
+        self._finalizer = weakref.finalize(self, self._transport.close if transport is None else (lambda: None), 2.0)
         host = urllib.parse.urlsplit(config.base_url).hostname or ""
         self._loopback = host in _LOOPBACK_HOSTS
 
@@ -517,6 +557,9 @@ class OpenAIBackbone(TextBackbone):
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
             raise ValueError(f"max_inflight must be a positive integer, got {n!r}")
         with self._transport_lock:
+            if not self._owns_transport and n != self.config.max_inflight:
+                raise RuntimeError(f"this backbone shares a transport of {self.config.max_inflight} requests in "
+                                   "flight; size the SharedTransport instead")
             if self._transport.client is not None and n != self.config.max_inflight:
                 raise RuntimeError("set max_inflight before the first call (the connection pool is sized by it)")
             self.config = replace(self.config, max_inflight=n)
@@ -561,7 +604,9 @@ class OpenAIBackbone(TextBackbone):
         the backbone is garbage-collected or the interpreter exits.
         """
         with self._transport_lock:
-            self._transport.close()
+            self._closed = True
+            if self._owns_transport:
+                self._transport.close()
         self._finalizer.detach()
         if self._owns_cache and self.cache is not None:
             self.cache.close()
@@ -608,7 +653,7 @@ class OpenAIBackbone(TextBackbone):
     def _ensure_loop(self) -> _LoopThread:
         with self._transport_lock:
             t = self._transport
-            if t.closed:
+            if t.closed or self._closed:
                 raise RuntimeError(f"{self!r} is closed")
             if self._pid != os.getpid():  # forked child: the parent's connections are not ours
                 self._pid = os.getpid()

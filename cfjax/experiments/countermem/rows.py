@@ -28,6 +28,7 @@ from cfjax.countermem.agent import skip_policy, top1_policy
 from cfjax.countermem.pipeline import EP_BUILD, greedy_policy, construct, jitted_selector, train_selector
 from cfjax.countermem.store import MemoryStore, Retrieved
 from cfjax.infra.ledger import Ledger
+from cfjax.loop import DraftPrefetch
 from cfjax.llm.scripted import stable_seed
 from cfjax.memory import MemorySystemInfo, SystemContext, build_experience, recall_episode
 from cfjax.registry import MEMORY_SYSTEMS, ROWS
@@ -61,6 +62,9 @@ class RowSpec:
       section: ``"rows"`` (one row) or ``"groups"`` (a family of rows, e.g. retention).
       transfer: shown in the transfer figure (App. D.4).
       description: one line for ``--rows`` help.
+      needs_main: it reads the full method's store or selector (``ctx.main``), so it starts once
+        they are built; a row that builds everything itself (``False``) starts at once, beside the
+        main construction and training (when the unit runs rows concurrently).
     """
 
     name: str
@@ -71,6 +75,7 @@ class RowSpec:
     section: str = "rows"
     transfer: bool = False
     description: str = ""
+    needs_main: bool = True
 
     def __post_init__(self) -> None:
         if self.table not in TABLES:
@@ -102,7 +107,7 @@ def memory_row(info: MemorySystemInfo) -> RowSpec:
         system = info.make(SystemContext(ctx.backbone, ctx.suite.edits, max_attempts, ctx.seed, led))
         system.build(build_experience(list(ctx.splits.build), backbone=ctx.backbone, world=ctx.world,
                                       edits=ctx.suite.edits, ledger=led, episode0=EP_BUILD,
-                                      max_attempts=max_attempts))
+                                      max_attempts=max_attempts, pool=ctx.pool))
         system.freeze()
         m = ctx.run_rows(info.name, lambda e, tk, ledger: recall_episode(
             tk, system, info, backbone=ctx.backbone, world=ctx.world, edits=ctx.suite.edits, ledger=ledger,
@@ -111,7 +116,7 @@ def memory_row(info: MemorySystemInfo) -> RowSpec:
         return m
 
     return RowSpec(info.name, run, table=info.table, paired="none", memory=True, transfer=True,
-                   description=info.description)
+                   description=info.description, needs_main=False)
 
 
 def row_specs() -> dict[str, RowSpec]:
@@ -153,8 +158,9 @@ def _rebuilt(ctx: "UnitContext", name: str, cfg) -> dict:
     same construction seed and selector seed as the main run)."""
     st = MemoryStore(cfg.store, cfg.retrieval, edits=ctx.suite.edits)
     ag = ctx.agent(st, cfg)
-    construct(ag, ctx.splits.build, seed=ctx.seed, progress=ctx.progress)
-    params, _, _ = train_selector(ag, ctx.splits.train, ctx.splits.val, seed=ctx.selector_seed, progress=ctx.progress)
+    construct(ag, ctx.splits.build, seed=ctx.seed, progress=ctx.progress, pool=ctx.pool)
+    params, _, _ = train_selector(ag, ctx.splits.train, ctx.splits.val, seed=ctx.selector_seed, progress=ctx.progress,
+                                  pool=ctx.pool)
     m = ctx.agent_rows(name, ag, greedy_policy(jitted_selector(cfg.dqn), params), memory=True)
     m["records"] = len(st)
     return m
@@ -203,16 +209,25 @@ def _no_condition(ctx: "UnitContext") -> dict:
 def _retention(ctx: "UnitContext") -> dict:
     """Fig. 2d: each retention rule at equal capacity (``retention_fraction`` × the main store's size)."""
     config, seed = ctx.config, ctx.seed
-    group = {}
     cap = max(1, round(config.experiment.retention_fraction * len(ctx.main.store)))
-    for rule in RETENTION_RULES:
+
+    def one(rule: str) -> dict:
         cfg_r = dataclasses.replace(config, store=dataclasses.replace(
             config.store, capacity=cap, retention=rule, seed=seed))
         st_r = MemoryStore(cfg_r.store, cfg_r.retrieval, edits=ctx.suite.edits)
-        construct(ctx.agent(st_r, cfg_r), ctx.splits.build, seed=seed, progress=ctx.progress)
+        construct(ctx.agent(st_r, cfg_r), ctx.splits.build, seed=seed, progress=ctx.progress, pool=ctx.pool)
         m = ctx.agent_rows(f"retention_{rule}", ctx.agent(st_r, cfg_r), ctx.main.greedy, memory=True)
         m["records"] = len(st_r)
-        group[rule] = m
+        return m
+
+    if ctx.pool is None:
+        group = {rule: one(rule) for rule in RETENTION_RULES}
+    else:  # the rules' stores are independent: built and evaluated at once (the same results)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(RETENTION_RULES), thread_name_prefix="cfjax-retention") as ex:
+            futs = {rule: ex.submit(one, rule) for rule in RETENTION_RULES}
+            group = {rule: futs[rule].result() for rule in RETENTION_RULES}
     return {"capacity": cap, "rules": group}
 
 
@@ -270,34 +285,40 @@ def _accumulation(ctx: "UnitContext") -> dict:
     policy = top1_policy if cfg.agent.construction_uses_memory else skip_policy
     points: dict[str, dict] = {}
     done = 0
+    last = max([n for n in marks if n <= len(stream)], default=0)
+    prefetch = DraftPrefetch(ctx.backbone, ctx.pool) if ctx.pool is not None else None
+    if prefetch is not None:  # the stream's first drafts: every one up to the last checkpoint is taken
+        prefetch.ahead((stream[i], EP_BUILD + 500_000 + i) for i in range(last))
     for n in marks:
         if n > len(stream):
             break
         while done < n:
             agent.run_episode(stream[done], policy, ledger, episode=EP_BUILD + 500_000 + done, construct=True,
-                              rng=rng)
+                              rng=rng, prefetch=prefetch)
             done += 1
         snap = MemoryStore.from_payload(store.to_payload(), ctx.suite.edits)
         snap.freeze()
         m = ctx.agent_rows(f"accumulation_{n}", ctx.agent(snap), greedy, memory=True)
         m["records"] = len(snap)
         points[str(n)] = m
+    if prefetch is not None:
+        prefetch.close()
     return {"stream": len(stream), "checkpoints": points,
             "skipped": [n for n in marks if n > len(stream)]}
 
 
 for _spec in (
-    RowSpec("none", None, memory=False, transfer=True, description="no memory (the base agent)"),
+    RowSpec("none", None, memory=False, transfer=True, needs_main=False, description="no memory (the base agent)"),
     RowSpec("best_of_n", _best_of_n, memory=False,
-            description="N = 1 + K drafts per attempt, a backbone judge picks one (App. D.5)"),
+            needs_main=False, description="N = 1 + K drafts per attempt, a backbone judge picks one (App. D.5)"),
     RowSpec("cf_memory", None, transfer=True,
             description="the full method: verified store + trained DQN selector (Algorithm 1)"),
     RowSpec("cf_without_wm", _cf_without_wm, table="ablations", paired="cf_memory",
-            description="unverified advice stored; its own selector trained on it (§6.1)"),
+            needs_main=False, description="unverified advice stored; its own selector trained on it (§6.1)"),
     RowSpec("wm_without_cf", _wm_without_cf, table="ablations", paired="cf_memory", memory=False,
-            description="alternatives checked within the task, nothing stored (§6.1)"),
+            needs_main=False, description="alternatives checked within the task, nothing stored (§6.1)"),
     RowSpec("draft_check_labels", _draft_check_labels, table="ablations", paired="cf_memory",
-            description="Eq. 6 labelled against an extra check of the draft (store and selector rebuilt)"),
+            needs_main=False, description="Eq. 6 labelled against an extra check of the draft (store and selector rebuilt)"),
     RowSpec("random_retrieval", _random_retrieval, table="retrieval", paired="cf_memory",
             description="k records sampled from the whole store (§6.2)"),
     RowSpec("shuffled_retrieval", _shuffled_retrieval, table="retrieval", paired="cf_memory",

@@ -173,7 +173,8 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     for the paired intervals of :mod:`cfjax.experiments.stats`. With ``out_dir`` the frozen main
     store (``store.json``) and the trained selector (orbax, ``selector/``) are written there.
     ``on_phase`` is told ``"eval_start"`` and ``"eval_end"`` around the rows' held-out evaluation
-    (the throughput benchmark times that window)."""
+    (the throughput benchmark times that window); with ``threads > 1`` also ``"main_start"`` when
+    the rows that need nothing of the main run have been started and the main construction begins."""
     from cfjax.countermem.pipeline import null_progress
 
     t0 = time.perf_counter()
@@ -193,59 +194,76 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     def timed(key: str, t: float) -> None:
         res["timing"][key] = round(time.perf_counter() - t, 2)
 
-    # --- the full method: construct, freeze, train the selector (Algorithm 1)
-    t = time.perf_counter()
-    store = MemoryStore(config.store, config.retrieval, edits=suite.edits)
-    agent = ctx.agent(store)
-    construct(agent, splits.build, seed=seed, progress=progress)
-    params, tlog, _ = train_selector(agent, splits.train, splits.val, seed=selector_seed, progress=progress)
-    greedy = greedy_policy(jitted_selector(config.dqn), params)
-    res["store"] = dict(store.summary())
-    if out_dir is not None:
-        from cfjax.infra.checkpoint import save_params
-        from cfjax.config import to_dict
-
-        d = Path(out_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        store.save(d / "store.json")
-        save_params(d / "selector", params, {
-            "suite": suite.name, "seed": seed, "split_seed": split_seed, "selector_seed": selector_seed,
-            "best_decision": tlog.best_decision,
-            "best_val_return": tlog.best_return, "checkpoints": tlog.checkpoints, "dqn": to_dict(config.dqn)})
-    res["train"] = {"decisions": tlog.decisions, "best_decision": tlog.best_decision,
-                    "best_val_return": tlog.best_return}
-    timed("cf_memory_build_train", t)
-
-    ctx.main = MainRun(store, agent, greedy)
-    runs: dict[str, Callable[[], dict]] = {
-        "none": lambda: _signal_after(ctx.none_ready, lambda: ctx.agent_rows("none", agent, skip_policy,
-                                                                               memory=False)),
-        "cf_memory": lambda: ctx.agent_rows("cf_memory", agent, greedy, memory=True)}
     specs = row_specs()
+    # Every row but ``none``/``cf_memory`` is ``spec.run(ctx)``; ``none`` runs on an agent without a store.
+    runs: dict[str, Callable[[], dict]] = {
+        "none": lambda: _signal_after(ctx.none_ready, lambda: ctx.agent_rows("none", ctx.agent(None), skip_policy,
+                                                                               memory=False)),
+        "cf_memory": lambda: ctx.agent_rows("cf_memory", ctx.main.agent, ctx.main.greedy, memory=True)}
     for name in rows:
         if specs[name].run is not None:  # none and cf_memory are above
             runs[name] = lambda spec=specs[name]: spec.run(ctx)
+
+    def build_main() -> None:
+        """The full method: construct, freeze, train the selector (Algorithm 1)."""
+        t = time.perf_counter()
+        store = MemoryStore(config.store, config.retrieval, edits=suite.edits)
+        agent = ctx.agent(store)
+        construct(agent, splits.build, seed=seed, progress=progress, pool=ctx.pool)
+        params, tlog, _ = train_selector(agent, splits.train, splits.val, seed=selector_seed, progress=progress,
+                                         pool=ctx.pool)
+        greedy = greedy_policy(jitted_selector(config.dqn), params)
+        res["store"] = dict(store.summary())
+        if out_dir is not None:
+            from cfjax.infra.checkpoint import save_params
+            from cfjax.config import to_dict
+
+            d = Path(out_dir)
+            d.mkdir(parents=True, exist_ok=True)
+            store.save(d / "store.json")
+            save_params(d / "selector", params, {
+                "suite": suite.name, "seed": seed, "split_seed": split_seed, "selector_seed": selector_seed,
+                "best_decision": tlog.best_decision,
+                "best_val_return": tlog.best_return, "checkpoints": tlog.checkpoints, "dqn": to_dict(config.dqn)})
+        res["train"] = {"decisions": tlog.decisions, "best_decision": tlog.best_decision,
+                        "best_val_return": tlog.best_return}
+        ctx.main = MainRun(store, agent, greedy)
+        timed("cf_memory_build_train", t)
+
     t_eval = time.perf_counter()
-    if on_phase is not None:
-        on_phase("eval_start")
     if threads > 1:
-        # Every row at once: its episodes go to one pool, so the LLM sees up to ``threads``
-        # independent calls in flight across rows (a row's own preparation — a
-        # rebuilt store, ExpeL lessons — runs on the row's thread meanwhile). Identical to serial.
+        # Every row at once, its episodes on one pool, so the LLM sees up to ``threads`` independent
+        # calls in flight across rows (a row's own preparation — a rebuilt store, ExpeL lessons — runs
+        # on the row's thread meanwhile). The rows that build everything themselves
+        # (``needs_main=False``) start at once, beside the main construction and training (whose
+        # validation episodes use the pool too); the others when the main store and selector exist.
         # More episodes than calls in flight: an episode spends part of its time off the wire (its
         # evaluator check, a sequential second attempt), and the backbone's own semaphore bounds
         # the requests, so a deeper pool keeps ``threads`` calls in flight until the last rows.
+        # Identical to serial: every row is a deterministic function of the frozen inputs it reads.
         ctx.pool = ThreadPoolExecutor(_EPISODES_PER_SLOT * threads, thread_name_prefix="cfjax-episode")
         try:
             with ThreadPoolExecutor(len(runs), thread_name_prefix="cfjax-row") as rows_ex:
-                # the rows with the longest call chains (Best-of-N, ExpeL, rebuilt stores) first, the
+                early = [n for n in runs if not specs[n].needs_main]
+                # the rows with the longest call chains (rebuilt stores, Best-of-N, ExpeL) first, the
                 # one-call-per-attempt rows last: longest-first keeps the wire full to the end
-                futs = {n: rows_ex.submit(_timed_row, runs[n]) for n in reversed(runs)}
+                futs = {n: rows_ex.submit(_timed_row, runs[n]) for n in reversed(early)}
+                if on_phase is not None:
+                    on_phase("main_start")
+                build_main()
+                if on_phase is not None:
+                    on_phase("eval_start")
+                t_eval = time.perf_counter()
+                futs.update({n: rows_ex.submit(_timed_row, runs[n]) for n in reversed(runs) if n not in futs})
                 done = {n: futs[n].result() for n in runs}
         finally:
             ctx.pool.shutdown(wait=True)
             ctx.pool = None
     else:
+        build_main()
+        if on_phase is not None:
+            on_phase("eval_start")
+        t_eval = time.perf_counter()
         done = {n: _timed_row(fn) for n, fn in runs.items()}
     if on_phase is not None:
         on_phase("eval_end")
@@ -312,15 +330,17 @@ class UnitJob:
     selector_seed: int = 0
 
 
-def run_job(job: UnitJob, progress: ProgressFactory | None = None, log: Callable[[str], None] = lambda s: None) -> dict:
-    """Run one unit from its job description (the function worker processes execute)."""
+def run_job(job: UnitJob, progress: ProgressFactory | None = None, log: Callable[[str], None] = lambda s: None,
+            transport: object | None = None) -> dict:
+    """Run one unit from its job description (the function worker processes execute). ``transport``:
+    a :class:`cfjax.llm.openai_client.SharedTransport` the unit's backbone shares with other units."""
     from cfjax.domains import open_suite
 
     suite = open_suite(job.suite, job.root)
     splits = suite.splits(seed=job.split_seed, n_val=job.config.n_val)
     if job.max_tasks:
         splits = quick_splits(splits, job.max_tasks)
-    bb = job.backbone.make(suite, job.seed, job.config)
+    bb = job.backbone.make(suite, job.seed, job.config, transport=transport)
     try:
         res = run_unit(suite, job.seed, job.config, backbone=bb, rows=job.rows, splits=splits,
                        split_seed=job.split_seed, selector_seed=job.selector_seed, threads=job.threads,
@@ -370,6 +390,9 @@ def run_jobs(jobs: Sequence[UnitJob], *, workers: int = 1, progress: ProgressFac
     from cfjax.experiments.common import run_pool
     from cfjax.infra.executors import is_local
 
+    units_at_once = concurrent_units(jobs[0].backbone, len(jobs)) if jobs and is_local(executor) and workers <= 1 else 1
+    if units_at_once > 1:
+        return _run_units_concurrently(jobs, units_at_once, log)
     if is_local(executor) and (workers <= 1 or len(jobs) <= 1):
         return [run_job(j, progress=progress, log=log) for j in jobs]
     bar = (progress or (lambda d, n: _Null()))("units", len(jobs))
@@ -390,6 +413,43 @@ def run_jobs(jobs: Sequence[UnitJob], *, workers: int = 1, progress: ProgressFac
 class _Null:
     def update(self, n: int = 1) -> None: ...
     def close(self) -> None: ...
+
+
+def concurrent_units(spec: BackboneSpec, n_jobs: int) -> int:
+    """Units an OpenAI-compatible backbone runs at once in this process (1 for the others).
+
+    A unit's construction and selector training are chains of dependent calls, so one unit keeps
+    only a few requests in flight outside its held-out evaluation; several units on one
+    :class:`~cfjax.llm.openai_client.SharedTransport` keep the server busy while it still sees at
+    most ``max_inflight`` requests. Default: ``max_inflight // 4`` units (at least 2), at most all;
+    ``CFJAX_CONCURRENT_UNITS=N`` overrides it."""
+    import os
+
+    if spec.kind != "openai" or n_jobs <= 1:
+        return 1
+    env = os.environ.get("CFJAX_CONCURRENT_UNITS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"CFJAX_CONCURRENT_UNITS must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ValueError(f"CFJAX_CONCURRENT_UNITS must be a positive integer, got {env!r}")
+    else:
+        n = max(2, spec.max_inflight // 4)
+    return min(n_jobs, n)
+
+
+def _run_units_concurrently(jobs: Sequence[UnitJob], units_at_once: int, log: Callable[[str], None]) -> list[dict]:
+    """The units on ``units_at_once`` threads of this process, every backbone on one shared transport
+    (one client, one in-flight limit of the spec's ``max_inflight``). Results in job order; each unit
+    is the deterministic function of its job it is when run alone."""
+    from cfjax.llm.openai_client import SharedTransport
+
+    with SharedTransport(jobs[0].backbone.max_inflight) as transport, \
+            ThreadPoolExecutor(units_at_once, thread_name_prefix="cfjax-unit") as ex:
+        futs = [ex.submit(run_job, j, None, log, transport) for j in jobs]
+        return [f.result() for f in futs]
 
 
 # --------------------------------------------------------------------------- entry points of `cfjax countermem`
@@ -480,10 +540,12 @@ def run_main(cfg: CounterMemConfig, *, suites: Sequence[str], out: str | Path, r
     jobs = [j for a in agents
             for j in make_jobs(cfg, roots, rows=rows, backbone=specs[a], max_tasks=max_tasks, threads=threads, out=out)]
     save_toml(cfg, out / "config.toml")
+    at_once = concurrent_units(spec, len(jobs)) if workers <= 1 and is_local(executor) else 1
     log(f"cfjax countermem run: suites={names} backbone={spec.backbone_label} agents={list(agents)} "
         f"seeds={list(cfg.seeds)} "
         f"split_seeds={list(cfg.split_seeds)} selector_seeds={list(cfg.selector_seeds)} "
         f"rows={len(rows)} units={len(jobs)} workers={workers} threads={threads}"
+        f"{f' units_at_once={at_once} (one shared client)' if at_once > 1 else ''}"
         f"{' (quick)' if quick else ''} → {out}")
     t0 = time.perf_counter()
     units = run_jobs(jobs, workers=workers, progress=progress_bars(progress and workers <= 1 and is_local(executor)),
