@@ -26,9 +26,18 @@ What answers is a canned responder, not a model: drafts are the task's gold quer
 slip of it (by a hash of the prompt), corrections repair the slip. That shapes how many calls an
 episode makes; it has no bearing on the transport being measured.
 
+Two more runs measure the whole of a job, not only its held-out window (issue 23):
+
+* ``--unit-latency`` (default 0.1 s): the quick unit with *every* row, the latency (and the
+  ``--faults`` rate) on from the first request — the mean requests in flight over the whole unit,
+  and its outcomes against the same unit run serially (``max_inflight`` 1);
+* ``--job-units`` (default 8): ``countermem run`` of that many quick SQL units (backbone seeds
+  0…N−1, every row) at ``--latency`` — requests per second over the whole job against
+  ``max_inflight / latency`` (acceptance: ≥ 70%), the units on one shared client.
+
 Usage:
     python benchmarks/llm_throughput.py [--latency 0.2] [--max-inflight 32] [--faults 0.05] [--no-cache-run]
-        [--rows ...] [--cores N]
+        [--rows ...] [--unit-latency 0.1] [--job-units 8] [--cores N]
 """
 
 from __future__ import annotations
@@ -48,7 +57,8 @@ from benchmarks._bench import finish_meta, fmt_ratio, make_meta, setup_threads, 
 from benchmarks._meta import table, write_result  # noqa: E402
 
 SOURCES = ["benchmarks/_bench.py", "benchmarks/_meta.py", "cfjax/llm", "cfjax/infra/concurrency.py",
-           "cfjax/experiments/countermem/runner.py", "cfjax/loop.py", "tests/llm_server.py"]
+           "cfjax/experiments/countermem/runner.py", "cfjax/experiments/countermem/rows.py", "cfjax/countermem/pipeline.py",
+           "cfjax/loop.py", "tests/llm_server.py"]
 
 
 def run_once(suite, splits, cfg, rows, *, latency: float, inflight: int, faults=None, cache: str | None = None,
@@ -99,6 +109,68 @@ def run_once(suite, splits, cfg, rows, *, latency: float, inflight: int, faults=
             "rows": {k: v["success"] for k, v in res["rows"].items()}}
 
 
+def whole_unit(suite, splits, cfg, *, latency: float, inflight: int, faults=None) -> dict:
+    """The quick unit with every row, the server's latency on from the first request to the last:
+    the mean requests in flight over the whole unit (construction and training included)."""
+    from llm_server import FakeLLMServer, canned_sql, inflight_profile
+
+    from cfjax.experiments.countermem.runner import BackboneSpec, backbone_stats, expand_rows, run_unit
+    from cfjax.llm.openai_client import OpenAIConfig
+
+    with FakeLLMServer(canned_sql(suite), faults=faults, latency_s=latency) as srv:
+        ocfg = OpenAIConfig(base_url=srv.base_url, model=srv.model, max_inflight=inflight, timeout_s=30.0,
+                            max_retries=6, backoff_s=0.05)
+        bb = BackboneSpec("openai", ocfg, inflight=inflight).make(suite, 0, cfg)
+        phases: dict = {}
+        t0 = time.perf_counter()
+        res = run_unit(suite, 0, cfg, backbone=bb, rows=expand_rows(["all"]), splits=splits, threads=inflight,
+                       on_phase=lambda ph: phases.setdefault(ph, round(time.perf_counter() - t0, 2)))
+        total = time.perf_counter() - t0
+        llm = backbone_stats(bb)
+        bb.close()
+        prof = inflight_profile(srv.chat_requests)
+        n = len(srv.chat_requests)
+    return {"outcomes": res["outcomes"], "total_s": total, "requests": n, "server_inflight": prof, "phases": phases,
+            "llm": llm, "timing": res["timing"]}
+
+
+def whole_job(suite, cfg, *, units: int, latency: float, inflight: int, max_tasks: int, root: Path,
+              concurrent: int | None = None) -> dict:
+    """``countermem run`` (``run_main``) of ``units`` quick SQL units (backbone seeds 0…units−1, every
+    row) against one server: requests per second over the whole job against ``max_inflight / latency``.
+    ``concurrent``: units at once (``CFJAX_CONCURRENT_UNITS``; default the runner's)."""
+    import dataclasses
+
+    from llm_server import FakeLLMServer, canned_sql, inflight_profile
+
+    from cfjax.experiments.countermem.runner import BackboneSpec, concurrent_units, run_main
+    from cfjax.llm.openai_client import OpenAIConfig
+
+    jcfg = dataclasses.replace(cfg, seeds=tuple(range(units)))
+    old = os.environ.get("CFJAX_CONCURRENT_UNITS")
+    if concurrent is not None:
+        os.environ["CFJAX_CONCURRENT_UNITS"] = str(concurrent)
+    try:
+        with FakeLLMServer(canned_sql(suite), latency_s=latency) as srv:
+            ocfg = OpenAIConfig(base_url=srv.base_url, model=srv.model, max_inflight=inflight, timeout_s=30.0,
+                                max_retries=6, backoff_s=0.05)
+            spec = BackboneSpec("openai", ocfg, inflight=inflight)
+            at_once = concurrent_units(spec, units)
+            t0 = time.perf_counter()
+            out = run_main(jcfg, suites=["sql"], out=root / f"job-{units}-{at_once}", rows=["all"], backbone=spec,
+                           max_tasks=max_tasks, quick=True, progress=False, log=lambda s: None)
+            total = time.perf_counter() - t0
+            prof = inflight_profile(srv.chat_requests)
+            n = len(srv.chat_requests)
+    finally:
+        if old is None:
+            os.environ.pop("CFJAX_CONCURRENT_UNITS", None)
+        else:
+            os.environ["CFJAX_CONCURRENT_UNITS"] = old
+    return {"outcomes": out["outcomes"], "total_s": total, "requests": n, "calls_per_s": n / total,
+            "server_inflight": prof, "units_at_once": at_once}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--latency", type=float, default=0.2, help="seconds each request waits (default 0.2)")
@@ -110,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                         "shows the transport once the run has more independent chains than the quick unit")
     p.add_argument("--faults", type=float, default=0.05, help="fault rate of the fault run (0: skip it)")
     p.add_argument("--no-cache-run", action="store_true", help="skip the cache rerun")
+    p.add_argument("--unit-latency", type=float, default=0.1,
+                   help="latency of the whole-unit run (every row, faults at --faults; 0: skip; default 0.1)")
+    p.add_argument("--job-units", type=int, default=8,
+                   help="units of the whole-job run at --latency (quick SQL, every row; 0: skip; default 8)")
     p.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
                    help="cores for the whole process: client, agent, worlds and the fake server (default: all)")
     p.add_argument("--out", default=None)
@@ -172,6 +248,44 @@ def main(argv: list[str] | None = None) -> int:
     payload: dict = {"concurrent": conc, "serial": serial, "identical": identical, "ideal_calls_per_s": ideal,
                      "more_tasks": payload_more}
 
+    if args.unit_latency > 0:
+        plan = FaultPlan(rate=args.faults, seed=1) if args.faults > 0 else None
+        wu = whole_unit(suite, splits, cfg, latency=args.unit_latency, inflight=args.max_inflight, faults=plan)
+        ws = whole_unit(suite, splits, cfg, latency=0.0, inflight=1)
+        same = wu["outcomes"] == ws["outcomes"]
+        print(f"whole quick unit, every row, {1000 * args.unit_latency:.0f} ms, {100 * args.faults:.0f}% faults: "
+              f"{wu['requests']} requests in {wu['total_s']:.1f}s, mean in flight {wu['server_inflight']['mean']:.1f}; "
+              f"outcomes identical to the serial run: {same}")
+        tables.append(table(
+            "whole_unit", f"The whole quick SQL unit (every row) against a {1000 * args.unit_latency:.0f} ms server "
+                          f"with {100 * args.faults:.0f}% faults",
+            ["run", "requests", "seconds", "server in flight mean / max", "main build + train s", "outcomes = serial"],
+            [[f"max_inflight {args.max_inflight}", wu["requests"], f"{wu['total_s']:.1f}",
+              f"**{wu['server_inflight']['mean']:.1f}** / {wu['server_inflight']['max']:.0f}",
+              f"{wu['timing'].get('cf_memory_build_train', float('nan')):.1f}", same]],
+            note="latency on from the first request; the main construction and selector training are one chain "
+                 "of dependent calls (a decision's revision and retry wait for its draft and check), which bounds "
+                 "the unit's mean; first drafts are requested ahead, rows that need nothing of the main run start "
+                 "beside it, and validation and held-out episodes run at once"))
+        payload["whole_unit"] = {"concurrent": wu, "serial": ws, "identical": same}
+        identical = identical and same
+    if args.job_units > 0:
+        wj = whole_job(suite, cfg, units=args.job_units, latency=args.latency, inflight=args.max_inflight,
+                       max_tasks=QUICK.max_tasks, root=root)
+        print(f"whole job, {args.job_units} quick units at once {wj['units_at_once']}: {wj['requests']} requests in "
+              f"{wj['total_s']:.1f}s = {wj['calls_per_s']:.1f}/s ({100 * wj['calls_per_s'] / ideal:.0f}% of {ideal:.0f}); "
+              f"mean in flight {wj['server_inflight']['mean']:.1f}")
+        tables.append(table(
+            "whole_job", f"A whole main job ({args.job_units} quick SQL units, every row) against a "
+                         f"{1000 * args.latency:.0f} ms server",
+            ["units at once (one shared client)", "requests", "seconds", "requests/s", "ideal", "of ideal",
+             "server in flight mean / max"],
+            [[wj["units_at_once"], wj["requests"], f"{wj['total_s']:.1f}", f"{wj['calls_per_s']:.1f}", f"{ideal:.0f}",
+              f"**{100 * wj['calls_per_s'] / ideal:.0f}%**",
+              f"{wj['server_inflight']['mean']:.1f} / {wj['server_inflight']['max']:.0f}"]],
+            note="countermem run's own path (run_main): units on threads of one process, one SharedTransport, the "
+                 "server never sees more than max_inflight requests"))
+        payload["whole_job"] = wj
     if args.faults > 0:
         plan = FaultPlan(rate=args.faults, seed=1)
         fr = run_once(suite, splits, cfg, rows, latency=0.0, inflight=args.max_inflight, faults=plan)

@@ -158,6 +158,11 @@ class MemoryStore:
                                   config=self.retrieval.index)
         self._iid: dict[int, int] = {}  # record id -> index id
         self._rid: dict[int, int] = {}  # index id -> record id
+        # masked edit -> its records in insertion order (the same order as ``_advice``): Eq. 4's
+        # redundancy and conflict look only at records with the same or the reversed edit, so an
+        # admission costs O(records sharing its edit), not O(store)
+        self._by_edit: dict[tuple[str, str], dict[int, None]] = {}
+        self._columns: tuple | None = None  # Eq. 7 columns over the index (:meth:`_eligible_mask`), rebuilt on change
         self._next_id = 0
         self._clock = 0
         self._frozen = False
@@ -202,10 +207,10 @@ class MemoryStore:
         with m's; each such record adds that cosine."""
         thr = self.config.redundancy_threshold
         r = 0.0
-        for rid, (e, v) in self._advice.items():
-            if rid == exclude or e != edit:
+        for rid in self._by_edit.get(edit, ()):
+            if rid == exclude:
                 continue
-            s = float(condition @ v)
+            s = float(condition @ self._advice[rid][1])
             if s >= thr:
                 r += s
         return r
@@ -214,11 +219,9 @@ class MemoryStore:
         sb, sa = self._edit_key(cand)
         universal = cand.condition.strip().lower() == "none"
         best = 0.0
-        for rid, rec in self.records.items():
-            if self._advice[rid][0] == (sa, sb):
-                other_universal = self._conditions[rid].is_universal
-                if universal or other_universal or rec.condition == cand.condition:
-                    best = max(best, float(situation @ self._situation[rid]))
+        for rid in self._by_edit.get((sa, sb), ()):  # the records holding the reversed edit
+            if universal or self._conditions[rid].is_universal or self.records[rid].condition == cand.condition:
+                best = max(best, float(situation @ self._situation[rid]))
         return best
 
     def admission_score(self, cand: Candidate) -> tuple[float, float, float]:
@@ -262,16 +265,26 @@ class MemoryStore:
         self.records[rec.record_id] = rec
         self.stats[rec.record_id] = stats
         self._conditions[rec.record_id] = cond
-        self._advice[rec.record_id] = (self._edit_key(rec), cond_emb)
+        edit = self._edit_key(rec)
+        self._advice[rec.record_id] = (edit, cond_emb)
+        self._by_edit.setdefault(edit, {})[rec.record_id] = None
         self._situation[rec.record_id] = situation
         self._iid[rec.record_id] = iid
         self._rid[iid] = rec.record_id
+        self._columns = None
 
     def _remove(self, rid: int) -> None:
-        self._index.remove(np.array([self._iid.pop(rid)]))
+        iid = self._iid.pop(rid)
+        self._index.remove(np.array([iid]))
+        edit = self._advice[rid][0]
+        same = self._by_edit[edit]
+        del same[rid]
+        if not same:
+            del self._by_edit[edit]
         for d in (self.records, self.stats, self._conditions, self._advice, self._situation):
             d.pop(rid)
-        self._rid = {i: r for i, r in self._rid.items() if r != rid}
+        self._rid.pop(iid, None)
+        self._columns = None
 
     # ------------------------------------------------------------------ Eq. 5
     def retention_scores(self) -> dict[int, float]:
@@ -331,6 +344,27 @@ class MemoryStore:
         return [rid for rid, rec in self.records.items()
                 if rec.source_task != task.task_id and (not use_c or self._conditions[rid].evaluate(task.attrs))]
 
+    def _eligible_mask(self, task: Task, use_conditions: bool | None) -> np.ndarray:
+        """:meth:`eligible` as a mask over the index's columns (``bool[N]``, aligned with its ids).
+
+        Each distinct condition is evaluated once per query and broadcast through an integer column
+        of condition ids, and the source-task test is an integer comparison, so a query costs O(N)
+        array work plus one evaluation per distinct condition — not a Python loop over the records."""
+        use_c = self.retrieval.use_conditions if use_conditions is None else use_conditions
+        if self._columns is None:
+            rids = [self._rid[int(i)] for i in self._index.ids]
+            conds: dict[Condition, int] = {}
+            srcs: dict[str, int] = {}
+            cond_id = np.array([conds.setdefault(self._conditions[r], len(conds)) for r in rids], np.int64)
+            src_id = np.array([srcs.setdefault(self.records[r].source_task, len(srcs)) for r in rids], np.int64)
+            self._columns = (list(conds), cond_id, srcs, src_id)
+        conds_list, cond_id, srcs, src_id = self._columns
+        mask = src_id != srcs.get(task.task_id, -1)
+        if use_c and conds_list:
+            holds = np.array([c.evaluate(task.attrs) for c in conds_list], bool)
+            mask &= holds[cond_id]
+        return mask
+
     def retrieve(self, task: Task, state_text: str, *, k: int | None = None,
                  use_conditions: bool | None = None, query: np.ndarray | None = None) -> list[Retrieved]:
         """Eq. 8 top-k among the Eq. 7 eligible records, best first."""
@@ -338,8 +372,7 @@ class MemoryStore:
         if not self.records:
             return []
         q = self.embedder.embed([state_text])[0] if query is None else query
-        ok = set(self.eligible(task, use_conditions=use_conditions))
-        mask = np.array([self._rid[int(i)] in ok for i in self._index.ids])[None, :]
+        mask = self._eligible_mask(task, use_conditions)[None, :]
         scores, ids = self._index.search(q[None, :].astype(np.float32), k, mask=mask)
         out = []
         for s, iid in zip(scores[0], ids[0]):

@@ -136,11 +136,12 @@ def _init_worker(cache_dir: str = "") -> None:  # pragma: no cover - runs in wor
 
 
 def _compilation_cache(cache_dir: str) -> None:
-    """JAX's persistent compilation cache in ``cache_dir`` (shared by the run's worker processes): every
-    job of a suite compiles the same scorer, beam and acquisition programs, so only the first compile
-    of each is paid. The cache holds compiled XLA programs only, never results. Only worker processes
-    set it (a serial run shares compiled programs in-process), so the calling process's JAX config is
-    never pointed at the run's scratch directory."""
+    """JAX's persistent compilation cache in ``cache_dir`` (shared by the run's worker processes) when
+    the machine's cache (:mod:`cfjax.infra.compile_cache`) is off: every job of a suite compiles the
+    same scorer, beam and acquisition programs, so only the first compile of each is paid. The cache
+    holds compiled XLA programs only, never results. Only worker processes set it (a serial run
+    shares compiled programs in-process), so the calling process's JAX config is never pointed at
+    the run's scratch directory. ``""``: leave the worker's inherited setting alone."""
     if cache_dir:
         import jax
 
@@ -290,8 +291,12 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
     jobs = [UpliftJob(s, str(roots[s]), v, replace(cfg, training=replace(cfg.training, seed=seed)), str(out / s), spec,
                       str(scratch / f"{s}.sqlite") if is_local(executor) else "")
             for s in suites for v in variants for seed in cfg.train_seeds]
-    try:  # the persistent XLA cache is set in the worker processes only (they end with the run)
-        done = _run_jobs(jobs, workers, log, str(scratch / "xla") if is_local(executor) else "", executor)
+    # Workers inherit the machine's persistent compile cache when it is on (cfjax.infra.compile_cache.enable,
+    # which the CLI calls, puts it in the environment), so a later run loads the programs this one
+    # compiled; otherwise the run's own workers still share one in its scratch folder (it ends with the run).
+    xla = "" if not is_local(executor) or os.environ.get("JAX_COMPILATION_CACHE_DIR") else str(scratch / "xla")
+    try:
+        done = _run_jobs(jobs, workers, log, xla, executor)
     finally:
         clear_dir(scratch)
     per_suite = {}
