@@ -12,8 +12,8 @@ variable ``CFJAX_COMPILE_CACHE`` (a folder, or ``off``), else JAX's own ``JAX_CO
 when the user set it, else ``$CFJAX_CACHE_DIR/jax``, else ``$XDG_CACHE_HOME/cfjax/jax`` (``~/.cache/cfjax/jax``). :func:`enable`
 writes the choice into the environment (``CFJAX_COMPILE_CACHE``, ``JAX_COMPILATION_CACHE_DIR`` and
 ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``), meant for spawned and local Ray workers, which read
-JAX's variables when they import JAX (a plain subprocess does, tested; the spawned workers of a
-``--workers 2`` run were seen to write nothing yet — an open gap of issue 23); and into ``jax.config`` when JAX is already
+JAX's variables when they import JAX (a plain subprocess does, tested; ``upliftmem run`` used to
+point its workers at a scratch folder instead, now only when the cache is off); and into ``jax.config`` when JAX is already
 imported in this process (it takes effect if nothing has been compiled yet).
 
 Only programs whose compile took at least ``min_compile_time_s`` are written (JAX's own default is

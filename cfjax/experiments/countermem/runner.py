@@ -164,7 +164,7 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
              splits: Splits | None = None, split_seed: int | None = None, selector_seed: int | None = None,
              threads: int = 1, progress: ProgressFactory | None = None,
              log: Callable[[str], None] = lambda s: None, out_dir: str | Path | None = None,
-             on_phase: Callable[[str], None] | None = None) -> dict:
+             on_phase: Callable[[str], None] | None = None, overlap_main: bool = True) -> dict:
     """Every requested row for one suite, one split and one backbone seed. Returns a JSON-ready dict.
 
     ``split_seed`` (default: the config's first) picks the split unless ``splits`` is given;
@@ -174,7 +174,9 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
     store (``store.json``) and the trained selector (orbax, ``selector/``) are written there.
     ``on_phase`` is told ``"eval_start"`` and ``"eval_end"`` around the rows' held-out evaluation
     (the throughput benchmark times that window); with ``threads > 1`` also ``"main_start"`` when
-    the rows that need nothing of the main run have been started and the main construction begins."""
+    the rows that need nothing of the main run have been started and the main construction begins.
+    ``overlap_main=False`` starts every row only after the main run (the held-out window then holds
+    every row's evaluation; the results are the same either way)."""
     from cfjax.countermem.pipeline import null_progress
 
     t0 = time.perf_counter()
@@ -244,7 +246,7 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         ctx.pool = ThreadPoolExecutor(_EPISODES_PER_SLOT * threads, thread_name_prefix="cfjax-episode")
         try:
             with ThreadPoolExecutor(len(runs), thread_name_prefix="cfjax-row") as rows_ex:
-                early = [n for n in runs if not specs[n].needs_main]
+                early = [n for n in runs if not specs[n].needs_main] if overlap_main else []
                 # the rows with the longest call chains (rebuilt stores, Best-of-N, ExpeL) first, the
                 # one-call-per-attempt rows last: longest-first keeps the wire full to the end
                 futs = {n: rows_ex.submit(_timed_row, runs[n]) for n in reversed(early)}
