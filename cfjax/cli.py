@@ -575,7 +575,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{' '.join(map(str, QUICK.split_seeds))}, {QUICK.max_tasks} tasks per split, "
                         f"{QUICK.decisions} selector decisions")
     r.add_argument("--workers", type=_pos_int, default=None,
-                   help="worker processes over (suite, split, seed) units (default: min(2, CPUs))")
+                   help="worker processes over (suite, split, seed) units (default: min(2, CPUs); with an "
+                        "OpenAI backbone 1, and the units run on threads of this process on one shared "
+                        "client: max-inflight // 4 at once, CFJAX_CONCURRENT_UNITS=N overrides)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     _out_flags(r, force="replace a run already in --out: remove config.toml, results.json, report.txt, "
                         "suites/<suite>/, <suite>/split_*/ and figures/*.png the run wrote (other files are kept)",

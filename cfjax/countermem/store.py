@@ -129,6 +129,58 @@ def reuse_update(u: float, y: int, rho: float) -> float:
     return (1.0 - rho) * u + rho * y
 
 
+#: same-edit groups up to this size are scanned record by record in Eq. 4 (exactly as they always were);
+#: larger ones through :class:`_EditGroup`'s per-condition counts and situation rows
+GROUP_LOOP_MAX = 512
+
+
+class _EditGroup:
+    """The records sharing one masked edit, kept for Eq. 4 on large stores: a count and an embedding
+    per distinct condition text (redundancy), and a growable ``[n, dim]`` array of situation rows
+    with each row's condition text and universality (conflict). Removal swaps in the last row."""
+
+    def __init__(self, dim: int) -> None:
+        self.conditions: dict[str, list] = {}  # condition text -> [count, embedding]
+        self.situations = np.zeros((8, dim), np.float32)
+        self.universal = np.zeros(8, bool)
+        self.texts: list[str] = []
+        self.rids: list[int] = []
+        self.pos: dict[int, int] = {}
+
+    def add(self, rid: int, text: str, cond_emb: np.ndarray, situation: np.ndarray, universal: bool) -> None:
+        entry = self.conditions.setdefault(text, [0, cond_emb])
+        entry[0] += 1
+        n = len(self.rids)
+        if n == len(self.situations):
+            self.situations = np.concatenate([self.situations, np.zeros_like(self.situations)])
+            self.universal = np.concatenate([self.universal, np.zeros_like(self.universal)])
+        self.situations[n], self.universal[n] = situation, universal
+        self.texts.append(text)
+        self.rids.append(rid)
+        self.pos[rid] = n
+
+    def remove(self, rid: int, text: str) -> None:
+        entry = self.conditions[text]
+        entry[0] -= 1
+        if entry[0] == 0:
+            del self.conditions[text]
+        i, last = self.pos.pop(rid), len(self.rids) - 1
+        if i != last:
+            self.situations[i], self.universal[i] = self.situations[last], self.universal[last]
+            self.texts[i], self.rids[i] = self.texts[last], self.rids[last]
+            self.pos[self.rids[i]] = i
+        self.texts.pop()
+        self.rids.pop()
+
+    def matching(self, universal: bool, text: str) -> np.ndarray:
+        """Rows whose condition overlaps a candidate's (``universal``: the candidate's is)."""
+        n = len(self.rids)
+        if universal:
+            return np.arange(n)
+        same = np.fromiter((t == text for t in self.texts), bool, count=n)
+        return np.flatnonzero(self.universal[:n] | same)
+
+
 @dataclass
 class MemoryStore:
     """The CounterMem store (capacity B, admission, retention, reuse, freeze).
@@ -162,6 +214,7 @@ class MemoryStore:
         # redundancy and conflict look only at records with the same or the reversed edit, so an
         # admission costs O(records sharing its edit), not O(store)
         self._by_edit: dict[tuple[str, str], dict[int, None]] = {}
+        self._edit_groups: dict[tuple[str, str], _EditGroup] = {}  # the same groups, as arrays (large groups)
         self._columns: tuple | None = None  # Eq. 7 columns over the index (:meth:`_eligible_mask`), rebuilt on change
         self._next_id = 0
         self._clock = 0
@@ -204,24 +257,50 @@ class MemoryStore:
         """``R(m, M)``: soft count of stored records giving the same advice — the
         same masked edit (exact signature match, so a reversed edit never counts)
         under a condition whose embedding has cosine ≥ ``redundancy_threshold``
-        with m's; each such record adds that cosine."""
+        with m's; each such record adds that cosine.
+
+        Up to :data:`GROUP_LOOP_MAX` records share the edit: summed record by record in insertion
+        order. Beyond it: once per distinct condition text (records with one condition text have
+        one embedding), ``count × cosine`` — the same sum in exact arithmetic, float rounding aside,
+        in O(distinct conditions) instead of O(records)."""
         thr = self.config.redundancy_threshold
+        group = self._by_edit.get(edit, {})
         r = 0.0
-        for rid in self._by_edit.get(edit, ()):
-            if rid == exclude:
-                continue
-            s = float(condition @ self._advice[rid][1])
-            if s >= thr:
-                r += s
+        if len(group) <= GROUP_LOOP_MAX:
+            for rid in group:
+                if rid == exclude:
+                    continue
+                s = float(condition @ self._advice[rid][1])
+                if s >= thr:
+                    r += s
+            return r
+        skip = self.records[exclude].condition if exclude in group else None
+        for text, (count, emb) in self._edit_groups[edit].conditions.items():
+            n = count - (text == skip)
+            if n > 0:
+                s = float(condition @ emb)
+                if s >= thr:
+                    r += n * s
         return r
 
     def _conflict(self, cand: Candidate, situation: np.ndarray) -> float:
+        """``I(m, M)``: the largest situation similarity to a record holding the reversed edit whose
+        condition overlaps (the same text, or either is universal). Beyond :data:`GROUP_LOOP_MAX`
+        such records, one matrix-vector product over the group's situation rows (a maximum: the
+        order does not matter)."""
         sb, sa = self._edit_key(cand)
         universal = cand.condition.strip().lower() == "none"
+        group = self._by_edit.get((sa, sb), {})
         best = 0.0
-        for rid in self._by_edit.get((sa, sb), ()):  # the records holding the reversed edit
-            if universal or self._conditions[rid].is_universal or self.records[rid].condition == cand.condition:
-                best = max(best, float(situation @ self._situation[rid]))
+        if len(group) <= GROUP_LOOP_MAX:
+            for rid in group:  # the records holding the reversed edit
+                if universal or self._conditions[rid].is_universal or self.records[rid].condition == cand.condition:
+                    best = max(best, float(situation @ self._situation[rid]))
+            return best
+        g = self._edit_groups[(sa, sb)]
+        rows = g.matching(universal, cand.condition)
+        if rows.size:
+            best = max(best, float(np.max(g.situations[rows] @ situation)))
         return best
 
     def admission_score(self, cand: Candidate) -> tuple[float, float, float]:
@@ -268,6 +347,8 @@ class MemoryStore:
         edit = self._edit_key(rec)
         self._advice[rec.record_id] = (edit, cond_emb)
         self._by_edit.setdefault(edit, {})[rec.record_id] = None
+        self._edit_groups.setdefault(edit, _EditGroup(self.embedder.dim)).add(
+            rec.record_id, rec.condition, cond_emb, situation, cond.is_universal)
         self._situation[rec.record_id] = situation
         self._iid[rec.record_id] = iid
         self._rid[iid] = rec.record_id
@@ -279,8 +360,10 @@ class MemoryStore:
         edit = self._advice[rid][0]
         same = self._by_edit[edit]
         del same[rid]
+        self._edit_groups[edit].remove(rid, self.records[rid].condition)
         if not same:
             del self._by_edit[edit]
+            del self._edit_groups[edit]
         for d in (self.records, self.stats, self._conditions, self._advice, self._situation):
             d.pop(rid)
         self._rid.pop(iid, None)

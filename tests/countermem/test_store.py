@@ -856,3 +856,43 @@ def test_load_removes_stale_temps_of_killed_saves(tmp_path):
     MemoryStore.load(path, SQL_EDITS)
     assert not stale.exists() and fresh.exists() and other.exists() and mine.exists()
     assert temp_files_for(path) == sorted([fresh, mine])
+
+
+def test_large_same_edit_groups_give_the_record_by_record_eq4(monkeypatch):
+    """Beyond GROUP_LOOP_MAX records sharing an edit, Eq. 4's redundancy (per distinct condition,
+    count × cosine) and conflict (one matrix-vector product) equal the record-by-record loop up to
+    float rounding — with removals (retention) in between and the exclusion of a record itself."""
+    import cfjax.countermem.store as S
+
+    conds = ["none", "column_type = 1", "has x", "a = 1 or b = 0 and c = 0"]
+    rng = random.Random(3)
+
+    def stream(store: MemoryStore, n: int) -> list[tuple]:
+        out = []
+        for i in range(n):
+            j = rng.randrange(2)  # an edit and its reverse: conflicts
+            orig, ub, ua, imp = EDITS[0]
+            if j:
+                orig, ub, ua, imp = imp, ua, ub, orig
+            c = Candidate(f"src/{i}", f"{SITUATIONS[i % 5]} variant {rng.randrange(50)}", orig, imp, ub, ua, "e",
+                          rng.choice(conds), 0.0, 0.9)
+            out.append(store.admission_score(c))
+            rid = store._next_id
+            store._next_id += 1
+            store._insert(S.Record(**S.asdict(c), record_id=rid, admission_score=0.0, created=i), S.RecordStats(),
+                          S.parse_condition(c.condition))
+            if i % 7 == 6:
+                store._remove(rng.choice(sorted(store.records)))
+        keep = [(rid, store._advice[rid]) for rid in sorted(store.records)[:20]]
+        out += [(store._redundancy(*adv, exclude=rid), 0.0, 0.0) for rid, adv in keep]
+        return out
+
+    rng.seed(3)
+    want = stream(MemoryStore(StoreConfig(capacity=10_000), edits=SQL_EDITS), 300)
+    monkeypatch.setattr(S, "GROUP_LOOP_MAX", 4)
+    rng.seed(3)
+    got = stream(MemoryStore(StoreConfig(capacity=10_000), edits=SQL_EDITS), 300)
+    assert len(got) == len(want)
+    # float32 dot products summed in another order: equal to float32 precision
+    np.testing.assert_allclose(np.asarray(got, float), np.asarray(want, float), rtol=1e-6, atol=1e-6)
+    assert max(np.asarray(want[:300])[:, 1]) > 1.0 and max(np.asarray(want[:300])[:, 2]) > 0.0  # R and I exercised
