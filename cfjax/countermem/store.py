@@ -3,6 +3,10 @@ freeze, retrieval (Eq. 7–8) and crash-safe persistence.
 
 papers/countermem.md §3.3–3.4, App. B.1–B.4. Normalisations and the
 redundancy/conflict measures are documented on :class:`cfjax.config.StoreConfig`.
+
+Length: one store — its records, the index over their situations and the per-edit groups Eq. 4
+reads (:class:`_EditGroup`) are kept consistent by one class's insert and remove; splitting them
+across modules would spread that invariant.
 """
 
 from __future__ import annotations
