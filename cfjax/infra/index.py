@@ -722,25 +722,31 @@ class VectorIndex:
         pool_c: list[np.ndarray] = [np.empty(0, np.int64)] * n_q
         pool_v: list[np.ndarray] = [np.empty(0, np.float32)] * n_q
         rows_per_block = max(1024, _BLOCK_ELEMENTS // n_q)
+        q_t = np.ascontiguousarray(qn.T)  # [d, n_q]: scores come out as [rows, n_q] (keys as the row-major operand)
         for lo in range(0, n, rows_per_block):
             hi = min(n, lo + rows_per_block)
             if n_q == 1:
-                s = (keys[lo:hi] @ qn[0])[None, :]  # sgemv: the streaming limit for one query
+                st = (keys[lo:hi] @ qn[0])[:, None]  # sgemv: the streaming limit for one query
             else:
-                s = qn @ keys[lo:hi].T  # sgemm
+                st = keys[lo:hi] @ q_t  # sgemm, [rows, n_q]: faster than q @ keys.T with BLAS here
             if lam_b32 is not None:
-                s += lam_b32[lo:hi]
+                st += lam_b32[lo:hi, None]
             if mask is not None:
-                np.copyto(s, -np.inf, where=~(mask[lo:hi] if mask.ndim == 1 else mask[:, lo:hi]))
+                np.copyto(st, -np.inf, where=~(mask[lo:hi, None] if mask.ndim == 1 else mask[:, lo:hi].T))
             if lo == 0 and hi - lo > kk:  # the k-th best of the first (up to 65,536) entries is a lower
-                sub = s[:, : min(hi - lo, 65_536)]  # bound of the final k-th best: admit only what reaches it
-                kth = np.partition(sub, sub.shape[1] - kk, axis=1)[:, sub.shape[1] - kk].astype(np.float64)
+                sub = st[: min(hi - lo, 65_536)]  # bound of the final k-th best: admit only what reaches it
+                kth = np.partition(sub, sub.shape[0] - kk, axis=0)[sub.shape[0] - kk].astype(np.float64)
                 first = np.nextafter((kth - tol).astype(np.float32), np.float32(-np.inf))
                 thr = np.where(np.isfinite(kth), first, thr).astype(np.float32)
-            r, c = np.nonzero(s >= thr[:, None])
-            if r.size == 0:
+            # np.flatnonzero on the flat mask, then divmod (np.nonzero of a 2-D mask is ~15x slower);
+            # a stable sort by query keeps each query's hits in key order
+            flat = np.flatnonzero(st >= thr[None, :])
+            if flat.size == 0:
                 continue
-            v = s[r, c]
+            row, col = np.divmod(flat, n_q)
+            v = st[row, col]
+            order = np.argsort(col, kind="stable")
+            r, c, v = col[order], row[order], v[order]
             c = c.astype(np.int64) + lo
             bounds = np.searchsorted(r, np.arange(n_q + 1))
             for qi in np.flatnonzero(np.diff(bounds)):
