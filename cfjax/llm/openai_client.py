@@ -495,6 +495,9 @@ class OpenAIBackbone(TextBackbone):
         :func:`cfjax.llm.prompts.count_tokens`.
       cache: a response cache to use instead of opening ``config.cache_path``
         (share one instance between backbones of a process).
+      transport: a :class:`SharedTransport` whose client and in-flight limit this backbone
+        shares with others (its ``max_inflight`` replaces ``config.max_inflight``; closing the
+        backbone leaves it open).
 
     Attributes:
       name: ``"openai:<model>"``.
