@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.calls import REVISE_WITH_RECORD
 from cfjax.loop import (AfterResult, Consultation, Decision, DraftFn, Episode, Proposal, draft_once, reuse_label,
@@ -192,10 +193,7 @@ def build_experience(tasks: Sequence[Task], *, backbone: Backbone, world: World,
                          max_attempts=max_attempts, draft=draft_once(backbone))
         return experience_of(ep, episode0 + i), led
 
-    if pool is None:
-        done = [one(i) for i in range(len(tasks))]
-    else:
-        done = [f.result() for f in [pool.submit(one, i) for i in range(len(tasks))]]
+    done = ordered_map(one, range(len(tasks)), pool=pool)
     for _, led in done:
         ledger.merge(led)
     return [exp for exp, _ in done]

@@ -33,6 +33,7 @@ from cfjax.countermem.agent import Agent, Episode, skip_policy, top1_policy
 from cfjax.countermem.metrics import row_metrics
 from cfjax.kernels import dqn
 from cfjax.kernels.reference.dqn import reward_f32
+from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
 from cfjax.loop import DraftPrefetch
 from cfjax.types import Task
@@ -127,17 +128,12 @@ def validate(agent: Agent, selector: dqn.Selector, params, tasks: Sequence[Task]
     The episodes are independent given the frozen store and parameters (each is seeded by its task
     and episode id), so with ``pool`` they run at once — an LLM backbone then sees them as
     concurrent calls — and the mean is the same (returns are summed in task order)."""
-    ledger = Ledger("val")
     policy = greedy_policy(selector, params)
 
-    def one(i: int) -> float:
+    def one(i: int) -> float:  # the costs of validation are not reported: each episode's ledger is dropped
         return episode_return(agent.run_episode(tasks[i], policy, Ledger("val"), episode=EP_VAL + i), cfg)
 
-    if pool is None:
-        rets = [episode_return(agent.run_episode(t, policy, ledger, episode=EP_VAL + i), cfg)
-                for i, t in enumerate(tasks)]
-    else:
-        rets = [f.result() for f in [pool.submit(one, i) for i in range(len(tasks))]]
+    rets = ordered_map(one, range(len(tasks)), pool=pool)
     return float(np.mean(rets)) if rets else 0.0
 
 

@@ -13,7 +13,7 @@ the serial one (tests check this for every call site).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 __all__ = ["ordered_map", "inflight_of", "DEFAULT_MAX_INFLIGHT"]
@@ -33,12 +33,18 @@ def inflight_of(backbone: Any) -> int:
     return max(1, int(n)) if isinstance(n, int) else 1
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:
-    """``[fn(x) for x in items]``, on up to ``workers`` threads when ``workers > 1``.
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int = 1, *, pool: Executor | None = None
+                ) -> list[R]:
+    """``[fn(x) for x in items]``, on up to ``workers`` threads when ``workers > 1``, or on the
+    caller's ``pool`` when one is given (a pool shared by several loops bounds them together).
 
     Results are in ``items`` order; the first exception (in item order) is re-raised after every
     item has finished, so no work is left running behind the caller's back."""
     items = list(items)
+    if pool is not None:
+        futs = [pool.submit(fn, x) for x in items]
+        wait(futs)
+        return [f.result() for f in futs]
     if workers <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
     with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="cfjax-io") as ex:

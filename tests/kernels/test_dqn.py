@@ -541,38 +541,41 @@ def test_online_act_and_spans_match_the_per_decision_calls():
     lengths = [1 + (i % 3) for i in range(120)]
     key0 = jax.random.PRNGKey(11)
 
-    key, k = jax.random.split(key0)
-    st, rp = sel.init(k, hp), D.replay_init(cfg.buffer_capacity)
-    acts, ups, j = [], 0, 0
-    for n in lengths:
-        if j + n > len(trs):
-            break
-        ep = st
-        for q in range(n):
+    def per_decision(ep, key, q0, n, st, rp):
+        acts, ups = [], 0
+        for q in range(q0, q0 + n):
             key, k = jax.random.split(key)
-            acts.append(int(sel.act(ep, k, trs[j + q].obs, trs[j + q].next_mask, hp)))
-        for q in range(n):
+            acts.append(int(sel.act(ep, k, trs[q].obs, trs[q].next_mask, hp)))
+        for q in range(q0, q0 + n):
             key, k = jax.random.split(key)
-            st, rp, m = sel.observe(st, rp, k, trs[j + q], hp)
+            st, rp, m = sel.observe(st, rp, k, trs[q], hp)
             ups += int(m.updated)
-        j += n
+        return key, acts, ups, st, rp
 
-    key, k = jax.random.split(key0)
-    st2, rp2 = sel.init(k, hp), D.replay_init(cfg.buffer_capacity)
-    acts2, ups2, j = [], 0, 0
-    for n in lengths:
-        if j + n > len(trs):
-            break
-        ep = st2
-        for q in range(n):
-            key, a = on.act(ep, key, np.asarray(trs[j + q].obs), np.asarray(trs[j + q].next_mask), hp)
-            acts2.append(int(a))
-        padded = D.Transition(*(np.stack([np.asarray(trs[j + min(q, n - 1)][f]) for q in range(3)]) for f in range(6)))
-        cut = n // 2
-        for lo, hi in ((0, cut), (cut, n)):
-            st2, rp2, key, u = on.observe_span(st2, rp2, key, padded, lo, hi, hp)
-            ups2 += int(u)
-        j += n
+    def fused(ep, key, q0, n, st, rp):
+        acts, ups = [], 0
+        for q in range(q0, q0 + n):
+            key, a = on.act(ep, key, np.asarray(trs[q].obs), np.asarray(trs[q].next_mask), hp)
+            acts.append(int(a))
+        padded = D.Transition(*(np.stack([np.asarray(trs[q0 + min(q, n - 1)][f]) for q in range(3)]) for f in range(6)))
+        for lo, hi in ((0, n // 2), (n // 2, n)):  # the span cut once in the middle
+            st, rp, key, u = on.observe_span(st, rp, key, padded, lo, hi, hp)
+            ups += int(u)
+        return key, acts, ups, st, rp
+
+    def run(episode):
+        key, k = jax.random.split(key0)
+        st, rp = sel.init(k, hp), D.replay_init(cfg.buffer_capacity)
+        acts, ups, j = [], 0, 0
+        for n in lengths:
+            if j + n > len(trs):
+                break
+            key, a, u, st, rp = episode(st, key, j, n, st, rp)  # every decision acts with the episode's start
+            acts, ups, j = acts + a, ups + u, j + n
+        return acts, ups, st, rp
+
+    acts, ups, st, rp = run(per_decision)
+    acts2, ups2, st2, rp2 = run(fused)
 
     assert acts2 == acts and ups2 == ups and ups > 0
     for a, b in zip(jax.tree.leaves((st, rp)), jax.tree.leaves((st2, rp2))):

@@ -27,6 +27,7 @@ from cfjax.countermem import baselines as B
 from cfjax.countermem.agent import skip_policy, top1_policy
 from cfjax.countermem.pipeline import EP_BUILD, greedy_policy, construct, jitted_selector, train_selector
 from cfjax.countermem.store import MemoryStore, Retrieved
+from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
 from cfjax.loop import DraftPrefetch
 from cfjax.llm.scripted import stable_seed
@@ -220,14 +221,10 @@ def _retention(ctx: "UnitContext") -> dict:
         m["records"] = len(st_r)
         return m
 
-    if ctx.pool is None:
-        group = {rule: one(rule) for rule in RETENTION_RULES}
-    else:  # the rules' stores are independent: built and evaluated at once (the same results)
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(len(RETENTION_RULES), thread_name_prefix="cfjax-retention") as ex:
-            futs = {rule: ex.submit(one, rule) for rule in RETENTION_RULES}
-            group = {rule: futs[rule].result() for rule in RETENTION_RULES}
+    # the rules' stores are independent: with a unit pool they are built and evaluated at once (their
+    # own threads: each waits on its episodes in the pool, so they must not occupy its workers)
+    ms = ordered_map(one, RETENTION_RULES, len(RETENTION_RULES) if ctx.pool is not None else 1)
+    group = dict(zip(RETENTION_RULES, ms))
     return {"capacity": cap, "rules": group}
 
 

@@ -49,6 +49,7 @@ from cfjax.countermem.agent import Agent, Episode, Policy, skip_policy
 from cfjax.countermem.metrics import row_metrics
 from cfjax.countermem.pipeline import EP_EVAL, greedy_policy, construct, jitted_selector, train_selector
 from cfjax.countermem.store import MemoryStore
+from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
 from cfjax.llm.base import Backbone
 from cfjax.experiments.backbones import (BackboneSpec, agent_title, backbone_spec, backbone_stats,
@@ -136,11 +137,7 @@ class UnitContext:
             bar.update(1)
             return ep, led
 
-        if self.pool is not None:
-            futs = [self.pool.submit(one, i) for i in range(len(tasks))]
-            res = [f.result() for f in futs]
-        else:
-            res = [one(i) for i in range(len(tasks))]
+        res = ordered_map(one, range(len(tasks)), pool=self.pool)
         bar.close()
         ledger = Ledger(f"eval/{name}")
         for _, led in res:
