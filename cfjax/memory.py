@@ -37,7 +37,7 @@ from cfjax.loop import (AfterResult, Consultation, Decision, DraftFn, Episode, P
 from cfjax.types import Attempt, Backbone, EditModel, MemoryText, Outcome, ReviseRequest, Task, World
 
 __all__ = ["Experience", "RecallQuery", "MemorySystem", "MemorySystemInfo", "SystemContext", "FrozenMemoryError",
-           "RUNNERS", "experience_of", "recall_episode", "build_experience", "why_not"]
+           "RUNNERS", "experience_of", "recall_episode", "build_experience", "rollout_fn", "why_not"]
 
 #: the runners a memory system may declare it fits (``MemorySystemInfo.runners``)
 RUNNERS = ("countermem", "antipersist", "compare", "upliftmem")
@@ -67,6 +67,9 @@ class RecallQuery:
     draft: str | None
     episode: int
     attempt: int
+    #: the evaluation ledger of this episode: a system whose recall calls the backbone (a tool loop, query
+    #: rewrites) charges those calls here, so they count as evaluation cost (``None``: the system's own)
+    ledger: Ledger | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,10 @@ class SystemContext:
     max_attempts: int
     seed: int = 0
     ledger: Ledger = field(default_factory=lambda: Ledger("memory"))
+    #: ``(task, episode) → Experience``: one more memory-free rollout of a source task through the agent
+    #: loop, charged to :attr:`ledger` (systems that scale compute at build time, e.g. ReasoningBank's
+    #: MaTTS; ``None`` where the runner offers none)
+    rollout: Callable[[Task, int], Experience] | None = None
 
 
 @runtime_checkable
@@ -179,6 +186,25 @@ def experience_of(ep: Episode, episode: int) -> Experience:
                       episode)
 
 
+def rollout_fn(*, backbone: Backbone, world: World, edits: EditModel, ledger: Ledger,
+               max_attempts: int) -> Callable[[Task, int], Experience]:
+    """The :attr:`SystemContext.rollout` of a runner: one memory-free episode of a task, charged to
+    ``ledger`` (thread-safe: each episode charges its own ledger, merged under a lock)."""
+    import threading
+
+    lock = threading.Lock()
+
+    def rollout(task: Task, episode: int) -> Experience:
+        led = Ledger(ledger.phase)
+        ep = run_episode(task, world=world, edits=edits, ledger=led, episode=episode, max_attempts=max_attempts,
+                         draft=draft_once(backbone))
+        with lock:
+            ledger.merge(led)
+        return experience_of(ep, episode)
+
+    return rollout
+
+
 def build_experience(tasks: Sequence[Task], *, backbone: Backbone, world: World, edits: EditModel, ledger: Ledger,
                      episode0: int, max_attempts: int, pool: Executor | None = None) -> list[Experience]:
     """Memory-free episodes of ``tasks`` (episode ids ``episode0 + i``), the experience a system is
@@ -208,7 +234,7 @@ def recall_episode(task: Task, system: MemorySystem, info: MemorySystemInfo, *, 
     if info.show == "draft":
         def draft_with_memory(task: Task, history: Sequence[Attempt], *, episode: int, attempt: int,
                               ledger: Ledger) -> Proposal:
-            mem = system.recall(RecallQuery(task, tuple(history), None, episode, attempt))
+            mem = system.recall(RecallQuery(task, tuple(history), None, episode, attempt, ledger))
             prop = draft_once(backbone, memory=mem)(task, history, episode=episode, attempt=attempt, ledger=ledger)
             return prop
 
@@ -217,7 +243,7 @@ def recall_episode(task: Task, system: MemorySystem, info: MemorySystemInfo, *, 
 
     def consult(task: Task, history: Sequence[Attempt], proposal: Proposal, *, episode: int, attempt: int,
                 tokens_so_far: int, ledger: Ledger) -> Consultation:
-        mem = system.recall(RecallQuery(task, tuple(history), proposal.draft, episode, attempt))
+        mem = system.recall(RecallQuery(task, tuple(history), proposal.draft, episode, attempt, ledger))
         if mem is None:
             return Consultation(proposal.draft)
         rv = backbone.call(REVISE_WITH_RECORD, ReviseRequest(task, tuple(history), proposal.draft, mem, episode))

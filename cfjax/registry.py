@@ -52,6 +52,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "cfjax.countermem.calls",
     "cfjax.uplift.calls",
     "cfjax.expel",
+    "cfjax.peers",
     "cfjax.agents",
 )
 

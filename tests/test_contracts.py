@@ -137,6 +137,28 @@ def test_a_base_agent_imports_no_method_and_no_experiments():
     assert not v, "cfjax/agents must not import a method or cfjax.experiments:\n" + "\n".join(v)
 
 
+def _peer_folders() -> list[str]:
+    root = ROOT / "cfjax" / "peers"
+    return sorted(d.name for d in root.iterdir() if d.is_dir() and (d / "__init__.py").is_file()) if root.is_dir() else []
+
+
+def imports_another_peer(peer: str):
+    """The predicate ``module is another peer's package`` (``cfjax.peers.common`` is shared)."""
+    others = [f"cfjax.peers.{p}" for p in _peer_folders() if p != peer]
+    return _under(*others) if others else (lambda m: False)
+
+
+@pytest.mark.parametrize("peer", _peer_folders())
+def test_a_peer_never_imports_another_peer(peer):
+    v = _violations(_files(f"cfjax/peers/{peer}"), imports_another_peer(peer))
+    assert not v, f"cfjax/peers/{peer} must share only cfjax.peers.common with other peers:\n" + "\n".join(v)
+
+
+def test_peer_rule_probe():
+    assert imports_another_peer("__probe__")("cfjax.peers.reasoningbank.calls") or not _peer_folders()
+    assert not imports_another_peer("__probe__")("cfjax.peers.common")
+
+
 def test_a_domain_never_imports_a_method():
     files = _files("cfjax/domains")
     assert files

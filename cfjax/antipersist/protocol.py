@@ -566,10 +566,13 @@ def run_system(info, *, seed: int, train_pool: Sequence[Task], eval_tasks: Seque
 
     It synthesizes nothing in Anti-Persistence's sense, so its mode is ``none`` throughout. Returns the
     per-iteration results and the system (its :meth:`~cfjax.memory.MemorySystem.summary` for the report)."""
-    from cfjax.memory import SystemContext, experience_of, recall_episode
+    from cfjax.memory import SystemContext, experience_of, recall_episode, rollout_fn
 
     workers = inflight_of(backbone) if workers is None else workers
-    system = info.make(SystemContext(backbone, edits, cfg.max_attempts, seed, Ledger(f"{info.name}/train")))
+    train_ledger = Ledger(f"{info.name}/train")
+    system = info.make(SystemContext(backbone, edits, cfg.max_attempts, seed, train_ledger,
+                                     rollout_fn(backbone=backbone, world=world, edits=edits, ledger=train_ledger,
+                                                max_attempts=cfg.max_attempts)))
     results = []
     bar = progress(f"{info.name} seed {seed}", cfg.iterations) if progress else None
 

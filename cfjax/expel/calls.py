@@ -16,11 +16,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cfjax.llm.extract import lessons_of
 from cfjax.llm.prompts import render_attrs, render_trajectory as _trajectory_text
 from cfjax.llm.prompts import system_line as _system
 from cfjax.llm.prompts import truncate
 from cfjax.registry import CALLS
-from cfjax.types import Attempt, CallKind, EditError, Task, Usage
+from cfjax.types import Attempt, CallKind, Task, Usage
 
 __all__ = ["InsightRequest", "InsightResult", "EXPEL_INSIGHT", "render_insight", "parse_lesson", "render_lesson"]
 
@@ -77,7 +78,8 @@ def render_lesson(lesson: str) -> str:
 
 
 def _insight(sim, req: InsightRequest) -> str:
-    """One lesson from a finished trajectory (ExpeL-style, never executed):
+    """One lesson from a finished trajectory (ExpeL-style, never executed), by the simulator's one model
+    of lesson extraction (:func:`cfjax.llm.extract.lessons_of`, shared by every peer):
 
     * a failure followed by a success → the contrast of the last failed and
       the final action, when they differ in one unit (what changed);
@@ -85,32 +87,8 @@ def _insight(sim, req: InsightRequest) -> str:
       picked at random (the extractor cannot check it);
     * first-attempt success → no lesson.
     """
-    traj = list(req.trajectory)
-    if not traj or (req.solved and len(traj) == 1):
-        return "LESSON: none"
-    ed = sim.edits
-    rng = sim.rng("insight", req.task.task_id, req.episode)
-    cues = list(req.task.attrs.get("cues", ()))
-    when = f"When the task says '{cues[0]}'" if cues else "In a task like this"
-    if req.solved:
-        failed = next((a for a in reversed(traj[:-1]) if a.score < 1.0), None)
-        d = ed.diff_units(failed.action, traj[-1].action) if failed is not None else None
-        if d is None:
-            return "LESSON: none"
-        _, ub, ua = d
-        return f"LESSON: {when}, write `{ua.text}` instead of `{ub.text}`.\nEDIT: {ub.text} -> {ua.text}"
-    last = traj[-1].action
-    rules = ed.rule_edits(last, sim.domain.env(req.task))
-    try:
-        units = ed.units(last)
-    except EditError:
-        return "LESSON: none"
-    if not rules:
-        return "LESSON: none"
-    i, new = rules[rng.randrange(len(rules))]
-    return (f"LESSON: {when}, `{units[i].text}` was part of a failed attempt; try `{new}`.\n"
-            f"EDIT: {units[i].text} -> {new}")
-
+    found = lessons_of(sim, req.task, req.trajectory, req.solved, req.episode, n=1)
+    return f"LESSON: {found[0].text()}" if found else "LESSON: none"
 
 
 def _parse_insight(text: str, req: InsightRequest, usage: Usage) -> InsightResult:

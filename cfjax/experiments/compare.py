@@ -236,13 +236,15 @@ def _run_system(name: str):
     def run(suite, sp, backbone, world, cfg: CompareConfig, seed: int, meter: Meter, out_dir: Path) -> dict:
         from cfjax.countermem.pipeline import EP_BUILD, EP_EVAL
         from cfjax.infra.ledger import Ledger
-        from cfjax.memory import SystemContext, build_experience, recall_episode
+        from cfjax.memory import SystemContext, build_experience, recall_episode, rollout_fn
         from cfjax.registry import MEMORY_SYSTEMS
 
         info = MEMORY_SYSTEMS.get(name)
         max_attempts = cfg.countermem.agent.max_attempts
         led = Ledger(f"{name}/build")
-        system = info.make(SystemContext(backbone, suite.edits, max_attempts, seed, led))
+        system = info.make(SystemContext(backbone, suite.edits, max_attempts, seed, led,
+                                         rollout_fn(backbone=backbone, world=world, edits=suite.edits, ledger=led,
+                                                    max_attempts=max_attempts)))
         system.build(build_experience(list(sp.build), backbone=backbone, world=world, edits=suite.edits, ledger=led,
                                       episode0=EP_BUILD, max_attempts=max_attempts))
         system.freeze()

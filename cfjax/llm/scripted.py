@@ -56,7 +56,10 @@ kind (:class:`~cfjax.types.CallKind`): CounterMem's local alternatives and disti
 :meth:`ScriptedBackbone.rng` and every parameter from :class:`ScriptedConfig` (one table, fixed before
 any result is seen, the same for every row).
 
-**Revision** (REVISE_WITH_RECORD). The backbone reads the rendered record's
+**Revision** (REVISE_WITH_RECORD). A memory *set* (``MemoryText(kind="memories")``: a peer's
+top-k items, :func:`cfjax.llm.prompts.render_memory_set`) is read exactly as the UpliftMem executor
+reads one (:meth:`ScriptedBackbone._follow_memories`: every item's ``EDIT``/``RULE`` lines, adherence
+falling with the set's tokens), applied to the draft. Otherwise the backbone reads the rendered record's
 ``EDIT:`` line and carries the edit onto the first draft unit with the same
 masked shape (the domain's :meth:`~cfjax.types.EditModel.transfer`; for SQL
 with a schema lookup for foreign keys and columns). Guidance (``RULE`` lines)
@@ -337,6 +340,9 @@ class ScriptedBackbone(TextBackbone):
         rng = self.rng("revise", req.task.task_id, req.episode, len(req.history), req.sample, req.memory.text)
         if req.memory.kind in ("guidance", "trajectories"):
             return self._follow_rules(req.memory, req.task, req.draft, rng)[0]
+        if req.memory.kind == "memories":  # a set of memories (a peer's top-k): read as the executor reads one
+            return self._follow_memories(req.memory, req.task, req.draft,
+                                         ("revise", req.episode, len(req.history), req.sample))[0]
         edit = prompts.parse_edit_line(req.memory.text)
         if edit is None or rng.random() < self.config.p_ignore_record:
             return req.draft

@@ -31,7 +31,7 @@ from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
 from cfjax.loop import DraftPrefetch
 from cfjax.llm.scripted import stable_seed
-from cfjax.memory import MemorySystemInfo, SystemContext, build_experience, recall_episode
+from cfjax.memory import MemorySystemInfo, SystemContext, build_experience, recall_episode, rollout_fn
 from cfjax.registry import MEMORY_SYSTEMS, ROWS
 from cfjax.types import Task
 
@@ -105,7 +105,9 @@ def memory_row(info: MemorySystemInfo) -> RowSpec:
     def run(ctx: "UnitContext") -> dict:
         led = Ledger(f"{info.name}/build")
         max_attempts = ctx.config.agent.max_attempts
-        system = info.make(SystemContext(ctx.backbone, ctx.suite.edits, max_attempts, ctx.seed, led))
+        roll = rollout_fn(backbone=ctx.backbone, world=ctx.world, edits=ctx.suite.edits, ledger=led,
+                          max_attempts=max_attempts)
+        system = info.make(SystemContext(ctx.backbone, ctx.suite.edits, max_attempts, ctx.seed, led, roll))
         system.build(build_experience(list(ctx.splits.build), backbone=ctx.backbone, world=ctx.world,
                                       edits=ctx.suite.edits, ledger=led, episode0=EP_BUILD,
                                       max_attempts=max_attempts, pool=ctx.pool))
