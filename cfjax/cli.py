@@ -186,6 +186,9 @@ def _countermem_config(args: argparse.Namespace):
         cfg = _replace(cfg, "--selector-seeds", selector_seeds=tuple(args.selector_seeds))
     if getattr(args, "decisions", None) is not None:
         cfg = _replace(cfg, "--decisions", dqn=_replace(cfg.dqn, "--decisions", total_decisions=args.decisions))
+    if getattr(args, "token_budget", None) is not None:
+        cfg = _replace(cfg, "--token-budget", experiment=_replace(cfg.experiment, "--token-budget",
+                                                                    token_budget=args.token_budget))
     return _with_sets(cfg, args)
 
 
@@ -338,7 +341,8 @@ def _countermem_run(args: argparse.Namespace) -> int:
 
     suites = resolve_suites(args.suite)
     _check_sandbox(args, suites)
-    rows = _checked("--rows", expand_rows, args.rows or ["all"])
+    default = ["token_budget"] if args.token_budget is not None else ["all"]  # Fig. 7 alone (with none, cf_memory)
+    rows = _checked("--rows", expand_rows, args.rows or default)
     cfg = _countermem_config(args)
     max_tasks = (args.max_tasks or QUICK.max_tasks) if args.quick else args.max_tasks
     agents = resolve_agents(args.agent)
@@ -569,6 +573,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--decisions", type=_pos_int, default=None,
                    help="selector training decisions (default 2000, Table 3; = --set dqn.total_decisions=N)")
     r.add_argument("--max-tasks", type=_pos_int, default=None, help="cap every split (smoke tests)")
+    r.add_argument("--token-budget", type=_pos_int, default=None, metavar="N",
+                   help="Fig. 7 / App. E.2: CF Memory and ReasoningBank (+ MaTTS, + verified feedback) each build "
+                        "from the same stream until they spent N construction tokens per unit, then are "
+                        "evaluated; the report prints what each row spent (default rows: none cf_memory "
+                        "token_budget; = --set experiment.token_budget=N)")
     _set_flag(r, "CounterMemConfig", "agent.max_attempts=3, store.capacity=100")
     r.add_argument("--quick", action="store_true",
                    help=f"seed {' '.join(map(str, QUICK.seeds))}, split seed "

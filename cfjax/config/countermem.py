@@ -134,6 +134,15 @@ class ExperimentConfig:
     # main (capacity-B) store keeps, so that the limit binds on every suite (at least 1 record)
     retention_fraction: float = 0.4
     accumulation_checkpoints: tuple[int, ...] = (0, 25, 50, 100, 200)  # source tasks (App. D.3)
+    # Fig. 2a–c: the memory systems accumulated over the same stream beside CounterMem's store
+    # (ReasoningBank is "the memory baseline in the accumulation … studies", §4.1)
+    accumulation_systems: tuple[str, ...] = ("reasoningbank",)
+    # ours (Fig. 2c): the earliest stream tasks re-solved with every later snapshot (the score lost on them)
+    forgetting_tasks: int = 25
+    # App. E.2 / Fig. 7: construction tokens per unit every budget row may spend (0 = off; --token-budget N)
+    token_budget: int = 0
+    # the rows of the common-budget comparison (App. E.2: ReasoningBank, + MaTTS, + verified feedback, CF Memory)
+    budget_rows: tuple[str, ...] = ("cf_memory", "reasoningbank", "reasoningbank_matts", "reasoningbank_verified")
 
     def __post_init__(self) -> None:
         if self.best_of_n < 1:
@@ -142,6 +151,9 @@ class ExperimentConfig:
             raise ValueError(f"ExperimentConfig.retention_fraction must be in (0, 1], got {self.retention_fraction}")
         if any(c < 0 for c in self.accumulation_checkpoints):
             raise ValueError("ExperimentConfig.accumulation_checkpoints must be ≥ 0")
+        if self.forgetting_tasks < 0 or self.token_budget < 0:
+            raise ValueError(f"ExperimentConfig.forgetting_tasks and token_budget must be ≥ 0, got "
+                             f"{self.forgetting_tasks} and {self.token_budget}")
 
 
 @dataclass(frozen=True)

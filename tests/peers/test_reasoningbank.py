@@ -100,7 +100,7 @@ def test_matts_parallel_runs_k_rollouts_and_one_self_contrast_capped_at_five():
 
     s = ReasoningBankSystem(_ctx(bb, rollout), scaling="parallel", k=3)
     s.build([_exp(4, True)])
-    assert seen == [4 + 1_000_003, 4 + 2 * 1_000_003]  # k − 1 more rollouts, distinct episodes
+    assert seen == [4 + 10_000_019, 4 + 2 * 10_000_019]  # k − 1 more rollouts, distinct episodes
     contrast = [req for name, req in bb.calls if name == "RB_CONTRAST"]
     assert len(contrast) == 1 and len(contrast[0].trajectories) == 3
     assert len(s.entries[0].items) == 5  # 7 items in the reply, at most 5 kept

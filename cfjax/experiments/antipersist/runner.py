@@ -52,7 +52,7 @@ import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -105,10 +105,14 @@ def run_job(job: APJob) -> dict:
     sp = suite.splits(seed=job.split_seed)
     train_pool = list(sp.build) + list(sp.train) + list(sp.val)
     eval_tasks = spread(sp.eval, job.cfg.max_eval_tasks)
-    backbone = job.backbone.make(suite, job.seed, job.cfg)  # type: ignore[arg-type]  # reads cfg.scripted
+    spec = job.backbone
+    if job.row in AGENT_ROWS:  # a protocol row under another base agent (Table 1's Reflexion row)
+        proto, agent = AGENT_ROWS[job.row]
+        spec = replace(spec, agent=agent)
+    backbone = spec.make(suite, job.seed, job.cfg)  # type: ignore[arg-type]  # reads cfg.scripted
     system = None
-    if job.row in ROWS:
-        results, state = run_method(job.row, seed=job.seed, train_pool=train_pool, eval_tasks=eval_tasks,
+    if job.row in ROWS or job.row in AGENT_ROWS:
+        results, state = run_method(AGENT_ROWS[job.row][0] if job.row in AGENT_ROWS else job.row, seed=job.seed, train_pool=train_pool, eval_tasks=eval_tasks,
                                     backbone=backbone, world=world, edits=suite.edits, cfg=job.cfg,
                                     out_dir=Path(job.out_dir) / f"split_{job.split_seed}" / f"seed_{job.seed}")
     else:  # a registered memory system (cfjax.memory), through the same protocol
@@ -146,10 +150,18 @@ def _state_counts(state) -> dict:
             "abstractions": len(state.abstractions) if state.abstractions is not None else None}
 
 
+#: rows that are a protocol row under another base agent: name → (protocol row, agent). Reflexion is
+#: Anti-Persistence Table 1's strongest agent baseline: no memory across tasks, the last three
+#: self-reflections within a task (cfjax.agents.reflexion); with ``--agent reflexion`` it equals no_memory
+AGENT_ROWS: dict[str, tuple[str, str]] = {"reflexion": ("no_memory", "reflexion")}
+
+
 def row_names() -> tuple[str, ...]:
-    """Every row of ``antipersist run``: the protocol's own rows, then each registered memory system
-    whose ``runners`` include ``antipersist`` (:mod:`cfjax.memory`)."""
-    return ROWS + tuple(n for n, info in MEMORY_SYSTEMS.items() if "antipersist" in info.runners and n not in ROWS)
+    """Every row of ``antipersist run`` (and its default): the protocol's own rows, the Reflexion row
+    (:data:`AGENT_ROWS`), then each registered memory system whose ``runners`` include
+    ``antipersist`` (:mod:`cfjax.memory`: ExpeL, the original ExpeL, AutoRefine, …)."""
+    return ROWS + tuple(AGENT_ROWS) + tuple(n for n, info in MEMORY_SYSTEMS.items()
+                                            if "antipersist" in info.runners and n not in ROWS)
 
 
 def _init_worker() -> None:  # pragma: no cover - runs in worker processes
@@ -202,7 +214,7 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
     spec = backbone or BackboneSpec("scripted")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = tuple(rows) if rows is not None else ROWS
+    rows = tuple(rows) if rows is not None else row_names()
     bad = [r for r in rows if r not in row_names()]
     if bad:
         raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(row_names())}")
@@ -595,7 +607,7 @@ def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Seq
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
-    rows = tuple(rows) if rows else ROWS
+    rows = tuple(rows) if rows else row_names()
     bad = [r for r in rows if r not in row_names()]
     if bad:
         from cfjax.config import ConfigError

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from cfjax.experiments.countermem.rows import RETENTION_RULES, row_specs, rows_in
+from cfjax.experiments.countermem.studies import forgetting
 from cfjax.experiments.stats import Cluster, bootstrap, fmt_interval, paired_difference
 from cfjax.domains.base import TRANSFER_CONDITIONS
 
@@ -200,6 +201,7 @@ def aggregate(units: Sequence[dict], outcomes: dict | None = None) -> dict:
             }
     retention: dict = {}
     accumulation: dict = {}
+    budget: dict = {}
     for s in suites:
         us = [u for u in by_suite[s] if "retention" in u.get("groups", {})]
         if us:
@@ -219,9 +221,31 @@ def aggregate(units: Sequence[dict], outcomes: dict | None = None) -> dict:
                 summ = _with_ci(_summarise(blocks, True), cl[s], f"accumulation_{n}", ("none",))
                 summ["records"] = _mean_std([b.get("records") for b in blocks])[0]
                 accumulation[s]["checkpoints"][str(n)] = summ
+            accumulation[s]["forgetting"] = {"cf_memory": forgetting([u["groups"]["accumulation"]["checkpoints"]
+                                                                      for u in us])}
+            names = sorted({k for u in us for k in u["groups"]["accumulation"].get("systems", {})})
+            accumulation[s]["systems"] = {}
+            for name in names:
+                pts = [u["groups"]["accumulation"]["systems"][name] for u in us
+                       if name in u["groups"]["accumulation"].get("systems", {})]
+                accumulation[s]["systems"][name] = {
+                    n: _with_ci(_summarise([p[n] for p in pts if n in p], True), cl[s], f"accumulation_{name}_{n}",
+                                ("none",)) for n in sorted({n for p in pts for n in p}, key=int)}
+                accumulation[s]["forgetting"][name] = forgetting(pts)
+        us = [u for u in by_suite[s] if u.get("groups", {}).get("token_budget", {}).get("rows")]
+        if us:
+            budget[s] = {"budget": us[0]["groups"]["token_budget"]["budget"], "rows": {}}
+            for row in dict.fromkeys(r for u in us for r in u["groups"]["token_budget"]["rows"]):
+                blocks = [u["groups"]["token_budget"]["rows"][row] for u in us
+                          if row in u["groups"]["token_budget"]["rows"]]
+                summ = _with_ci(_summarise(blocks, True), cl[s], f"budget_{row}", ("none",))
+                for k in ("spent", "source_tasks", "eval_tokens"):
+                    summ[k] = _mean_std([b.get(k) for b in blocks])[0]
+                budget[s]["rows"][row] = summ
     return {"suites": suites, "seeds": seeds, "split_seeds": split_seeds, "units": len(units), "rows": rows,
             "table": table, "table_mean": table_mean, "transfer": transfer,
-            "no_condition": no_cond, "retention": retention, "accumulation": accumulation}
+            "no_condition": no_cond, "retention": retention, "accumulation": accumulation,
+            "token_budget": budget}
 
 
 # --------------------------------------------------------------------------- text
@@ -335,6 +359,28 @@ def format_report(summary: dict, *, backbone: str, agent: str | None = None) -> 
             pts = "  ".join(f"{n}: {_pm(m)} ({_f(m['records'], '.0f')})" for n, m in d["checkpoints"].items())
             skip = f"  [skipped {d['skipped']}: stream has {min(d['stream'])} tasks]" if d["skipped"] else ""
             out.append(f"  {s:<8} {pts}{skip}")
+            for name, cps in d.get("systems", {}).items():
+                out.append(f"  {'':<8} {name}: " + "  ".join(f"{n}: {_pm(m)}" for n, m in cps.items()))
+        lost = [(s, name, f) for s, d in summary["accumulation"].items()
+                for name, f in d.get("forgetting", {}).items() if f]
+        if lost:
+            out.append("")
+            out.append("Fig. 2c — score lost on the earliest stream tasks as memory grows: success on them with the "
+                       "snapshot after n source tasks, minus with the first snapshot that had seen them "
+                       "(points, paired 95% interval)")
+            for s, name, f in lost:
+                out.append(f"  {s:<8} {name:<16} at {f['reference']}: {fmt_interval(f['success'][str(f['reference'])])}"
+                           "  " + "  ".join(f"{n}: {fmt_interval(iv, signed=True)}" for n, iv in f["lost"].items()))
+    if summary.get("token_budget"):
+        out.append("")
+        out.append("Fig. 7 / App. E.2 — every row at one construction-token budget per unit: success [95% interval], "
+                   "vs none, construction tokens actually spent, source tasks consumed, held-out tokens")
+        for s, d in summary["token_budget"].items():
+            out.append(f"  {s} (budget {d['budget']:,} tokens per unit)")
+            for row, m in d["rows"].items():
+                out.append(f"    {row:<24} {_pm(m)}  vs none {fmt_interval(m.get('vs_none'), signed=True)}  "
+                           f"spent {_f(m['spent'], ',.0f')}  "
+                           f"source tasks {_f(m['source_tasks'], '.0f')}  held-out tokens {_f(m['eval_tokens'], ',.0f')}")
     return "\n".join(out)
 
 

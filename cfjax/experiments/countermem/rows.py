@@ -27,6 +27,7 @@ from cfjax.countermem import baselines as B
 from cfjax.countermem.agent import skip_policy, top1_policy
 from cfjax.countermem.pipeline import EP_BUILD, greedy_policy, construct, jitted_selector, train_selector
 from cfjax.countermem.store import MemoryStore, Retrieved
+from cfjax.experiments.countermem.studies import budget_row, cf_early, system_accumulation
 from cfjax.infra.concurrency import ordered_map
 from cfjax.infra.ledger import Ledger
 from cfjax.loop import DraftPrefetch
@@ -277,6 +278,7 @@ def _accumulation(ctx: "UnitContext") -> dict:
     stream = list(ctx.splits.build) + list(ctx.splits.train)
     random.Random(seed).shuffle(stream)
     marks = sorted(set(cfg.experiment.accumulation_checkpoints))
+    early = stream[:min(cfg.experiment.forgetting_tasks, len(stream))]
     store = MemoryStore(cfg.store, cfg.retrieval, edits=ctx.suite.edits)
     agent = ctx.agent(store)
     rng = random.Random(seed)
@@ -299,10 +301,14 @@ def _accumulation(ctx: "UnitContext") -> dict:
         snap.freeze()
         m = ctx.agent_rows(f"accumulation_{n}", ctx.agent(snap), greedy, memory=True)
         m["records"] = len(snap)
+        if early and n >= len(early):  # Fig. 2c: the earliest stream tasks re-solved with this snapshot
+            m["early"] = cf_early(ctx, snap, early)
         points[str(n)] = m
     if prefetch is not None:
         prefetch.close()
-    return {"stream": len(stream), "checkpoints": points,
+    systems = {name: system_accumulation(ctx, name, stream, marks, early)
+               for name in cfg.experiment.accumulation_systems}
+    return {"stream": len(stream), "checkpoints": points, "systems": systems, "early_tasks": len(early),
             "skipped": [n for n in marks if n > len(stream)]}
 
 
@@ -327,6 +333,8 @@ for _spec in (
     RowSpec("retention", _retention, table="groups", section="groups",
             description="retention rules at equal capacity (Fig. 2d)"),
     RowSpec("accumulation", _accumulation, table="groups", section="groups",
-            description="the store after 0/25/50/100/200 source tasks (App. D.3)"),
+            description="the store (and ReasoningBank) after 0/25/50/100/200 source tasks; Fig. 2c forgetting"),
+    RowSpec("token_budget", budget_row, table="groups", section="groups",
+            description="Fig. 7: CF Memory and ReasoningBank (+ MaTTS, + verified) at --token-budget N"),
 ):
     register_row(_spec)

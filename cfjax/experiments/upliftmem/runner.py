@@ -81,6 +81,14 @@ class UpliftJob:
     world_cache: str = ""
 
 
+def peer_rows() -> tuple[str, ...]:
+    """The registered memory systems that are rows of this runner (``"upliftmem"`` in their runners:
+    the Table 1 peers, :mod:`cfjax.experiments.upliftmem.peers`), in registration order."""
+    from cfjax.registry import MEMORY_SYSTEMS
+
+    return tuple(n for n, info in MEMORY_SYSTEMS.items() if "upliftmem" in info.runners)
+
+
 def splits_for(suite, cfg: UpliftConfig):
     from cfjax.experiments.common import quick_splits
 
@@ -94,6 +102,10 @@ def run_job(job: UpliftJob) -> dict:
     from cfjax.experiments.backbones import BackboneSpec
     from cfjax.uplift import TRAINING_ROWS, AgentExecutor, UpliftRun
 
+    if job.variant not in (METHOD,) + ABLATIONS:  # a peer memory system (Table 1)
+        from cfjax.experiments.upliftmem.peers import run_peer_job
+
+        return run_peer_job(job)
     t0 = time.perf_counter()
     cfg = job.cfg
     suite, _, world = open_world(job.suite, job.root, job.world_cache)
@@ -214,7 +226,7 @@ def aggregate(jobs: Sequence[dict], *, suite: str, cfg: UpliftConfig, label: str
     seeds = [f"train{j['train_seed']}/eval{cfg.eval_seed + k}" for j in jobs if j["variant"] == main["variant"]
              for k in range(cfg.eval_repeats)]
     outcomes = {suite: {str(cfg.split_seed): {"task_ids": ids, "seeds": seeds, "rows": rows_out}}}
-    present = [r for r in ROWS if r in rows_out]
+    present = [r for r in ROWS if r in rows_out] + [r for r in rows_out if r not in ROWS]
     return {"suite": suite, "backbone": label, "rows": present, "train_seeds": sorted({j["train_seed"] for j in jobs}),
             "table": summarize_rows(outcomes, present),
             "mean_reward": {r: float(np.mean(v)) for r, v in rewards.items()}, "costs": costs, "outcomes": outcomes,
@@ -281,6 +293,7 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
     variants = [r for r in rows if r in (METHOD,) + ABLATIONS]
     if METHOD not in variants:
         variants = [METHOD] + variants
+    variants += [r for r in rows if r in peer_rows() and r not in variants]
     roots = {}
     for s in suites:
         roots[s] = out / "suites" / s
@@ -307,6 +320,7 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str], rows: Sequence[str] =
         per_suite[s] = payload
     outcomes = {s: p["outcomes"][s] for s, p in per_suite.items()}
     present = [r for r in ROWS if any(r in p["rows"] for p in per_suite.values())]
+    present += [r for p in per_suite.values() for r in p["rows"] if r not in present]
     combined = {"backbone": spec.label, "agent": spec.agent, "suites": per_suite, "rows": present,
                 "outcomes": outcomes,
                 "summary": summarize_rows(outcomes, present) if len(suites) > 1 else per_suite[suites[0]]["table"]}
@@ -347,16 +361,16 @@ def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows:
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
-    rows = tuple(rows) if rows else (METHOD,) + ABLATIONS
+    rows = tuple(rows) if rows else (METHOD,) + ABLATIONS + peer_rows()
     from cfjax.memory import why_not
     from cfjax.registry import MEMORY_SYSTEMS
 
-    systems = [r for r in rows if r in MEMORY_SYSTEMS]
-    if systems:  # a memory system is a row here only where its protocol fits this runner's
-        raise ConfigError("; ".join(why_not(MEMORY_SYSTEMS.get(r), "upliftmem") for r in systems))
-    bad = [r for r in rows if r not in (METHOD,) + ABLATIONS]
+    misfits = [r for r in rows if r in MEMORY_SYSTEMS and r not in peer_rows()]
+    if misfits:  # a memory system is a row here only where its protocol fits this runner's
+        raise ConfigError("; ".join(why_not(MEMORY_SYSTEMS.get(r), "upliftmem") for r in misfits))
+    bad = [r for r in rows if r not in (METHOD,) + ABLATIONS + peer_rows()]
     if bad:
-        raise ConfigError(f"unknown row(s) {bad}; choose from {', '.join((METHOD,) + ABLATIONS)} "
+        raise ConfigError(f"unknown row(s) {bad}; choose from {', '.join((METHOD,) + ABLATIONS + peer_rows())} "
                           "(no_memory and similarity_topk always run with upliftmem)")
     spec = backbone_spec(backbone) if isinstance(backbone, str) else backbone
     workers = workers if workers is not None else default_workers(spec)

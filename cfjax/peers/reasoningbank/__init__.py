@@ -1,5 +1,5 @@
 """ReasoningBank (Ouyang et al., 2025, arXiv 2509.25140) and its CounterMem variants as memory-system
-plugins: four rows of ``countermem run`` (and ``antipersist run``, ``compare``) — the plain bank, MaTTS
+plugins: four rows of ``countermem run`` (and methods of ``compare``) — the plain bank, MaTTS
 parallel and sequential, and "+ verified feedback" (papers/countermem.md Fig. 2, 3, 7, 8). Its calls are
 in :mod:`~cfjax.peers.reasoningbank.calls`, its store in :mod:`~cfjax.peers.reasoningbank.memory`."""
 
@@ -17,7 +17,10 @@ __all__ = ["ReasoningBankSystem", "Item", "parse_items", "render_items", "RB_JUD
            "RB_RECHECK", "INFOS"]
 
 _WHY_NOT = {"upliftmem": "UpliftMem's Table 1 does not compare against ReasoningBank (../shared/PEERS.md); "
-                         "run it with cfjax compare --methods reasoningbank"}
+                         "run it with cfjax compare --methods reasoningbank",
+            "antipersist": "Anti-Persistence's Table 1 does not compare against ReasoningBank; its update-after-"
+                           "every-task protocol fits, so cfjax antipersist run --rows reasoningbank is refused only "
+                           "to keep the paper's table; run it with cfjax compare --methods reasoningbank"}
 _PAPER = "Ouyang et al., ReasoningBank (2025, arXiv 2509.25140); papers/countermem.md Fig. 2, 3, 7, 8"
 
 #: row name → (constructor options, description)
@@ -33,5 +36,5 @@ _ROWS = {
 
 INFOS = {name: MEMORY_SYSTEMS.register(name, MemorySystemInfo(
     name, functools.partial(ReasoningBankSystem, **opts), show="revise",
-    runners=("countermem", "antipersist", "compare"), table="table1", reference="none", why_not=_WHY_NOT,
+    runners=("countermem", "compare"), table="table1", reference="none", why_not=_WHY_NOT,
     description=desc, paper=_PAPER)) for name, (opts, desc) in _ROWS.items()}

@@ -51,7 +51,7 @@ __all__ = ["Entry", "ReasoningBankSystem", "FORMAT", "SCALINGS", "ROLLOUT_STRIDE
 FORMAT = "cfjax.peers.reasoningbank/1"
 SCALINGS = ("none", "parallel", "sequential")
 #: episode-id offset between the parallel rollouts of one source task (never another task's episode)
-ROLLOUT_STRIDE = 1_000_003
+ROLLOUT_STRIDE = 10_000_019
 
 
 @dataclass(frozen=True)
