@@ -139,6 +139,9 @@ class MemorySystemInfo:
       why_not: ``runner → reason`` for each runner it does not fit (printed in that runner's report).
       description: one line for ``--rows`` help.
       paper: where it comes from (cited in reports and docs).
+      defaults: the runners whose *default* rows include it — those whose paper compares against it
+        (``None``: every runner in ``runners``); in the others of ``runners`` it runs when named
+        (``--rows``, ``--methods``). ``countermem run --rows all`` runs every system registered for it.
     """
 
     name: str
@@ -150,6 +153,11 @@ class MemorySystemInfo:
     why_not: Any = field(default_factory=dict)
     description: str = ""
     paper: str = ""
+    defaults: tuple[str, ...] | None = None
+
+    def default_in(self, runner: str) -> bool:
+        """Whether ``runner``'s default rows include this system (:attr:`defaults`)."""
+        return runner in self.runners and (self.defaults is None or runner in self.defaults)
 
     def __post_init__(self) -> None:
         if self.show not in ("revise", "draft"):

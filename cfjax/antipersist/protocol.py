@@ -586,8 +586,8 @@ def run_system(info, *, seed: int, train_pool: Sequence[Task], eval_tasks: Seque
         for pos, task in enumerate(sample):
             episode = seed * 10_000_000 + it * 10_000 + pos
             ep = recall_episode(task, system, info, backbone=backbone, world=world, edits=edits,
-                                ledger=Ledger("train"), episode=episode, max_attempts=cfg.max_attempts,
-                                measure=False)
+                                ledger=train_ledger, episode=episode, max_attempts=cfg.max_attempts,
+                                measure=False)  # its recall-time calls are training cost, counted once
             system.update(experience_of(ep, episode))
         system.freeze()
 

@@ -164,6 +164,13 @@ def row_names() -> tuple[str, ...]:
                                             if "antipersist" in info.runners and n not in ROWS)
 
 
+def default_rows() -> tuple[str, ...]:
+    """The rows of ``antipersist run`` without ``--rows``: the protocol's, Reflexion, and the memory
+    systems Anti-Persistence's Table 1 compares against (:meth:`cfjax.memory.MemorySystemInfo.default_in`)."""
+    return ROWS + tuple(AGENT_ROWS) + tuple(n for n, info in MEMORY_SYSTEMS.items()
+                                            if info.default_in("antipersist") and n not in ROWS)
+
+
 def _init_worker() -> None:  # pragma: no cover - runs in worker processes
     import os
 
@@ -214,7 +221,7 @@ def run_all(out_dir: str | Path, *, suites: Sequence[str] = ("sql",), rows: Sequ
     spec = backbone or BackboneSpec("scripted")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = tuple(rows) if rows is not None else row_names()
+    rows = tuple(rows) if rows is not None else default_rows()
     bad = [r for r in rows if r not in row_names()]
     if bad:
         raise ValueError(f"unknown row(s) {bad}; choose from {', '.join(row_names())}")
@@ -607,7 +614,7 @@ def run_main(cfg: APConfig, *, suites: Sequence[str], out: str | Path, rows: Seq
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
-    rows = tuple(rows) if rows else row_names()
+    rows = tuple(rows) if rows else default_rows()
     bad = [r for r in rows if r not in row_names()]
     if bad:
         from cfjax.config import ConfigError

@@ -242,7 +242,14 @@ def aggregate(units: Sequence[dict], outcomes: dict | None = None) -> dict:
                 for k in ("spent", "source_tasks", "eval_tokens"):
                     summ[k] = _mean_std([b.get(k) for b in blocks])[0]
                 budget[s]["rows"][row] = summ
+    construction = {r: {s: {k: _mean_std([u["rows"][r]["construction"][k] for u in by_suite[s]
+                                          if "construction" in u["rows"].get(r, {})])[0]
+                            for k in ("llm_calls", "tokens", "eval_calls")}
+                        for s in suites if any("construction" in u["rows"].get(r, {}) for u in by_suite[s])}
+                    for r in rows}
+    construction = {r: v for r, v in construction.items() if v}
     return {"suites": suites, "seeds": seeds, "split_seeds": split_seeds, "units": len(units), "rows": rows,
+            "construction": construction,
             "table": table, "table_mean": table_mean, "transfer": transfer,
             "no_condition": no_cond, "retention": retention, "accumulation": accumulation,
             "token_budget": budget}
@@ -371,6 +378,14 @@ def format_report(summary: dict, *, backbone: str, agent: str | None = None) -> 
             for s, name, f in lost:
                 out.append(f"  {s:<8} {name:<16} at {f['reference']}: {fmt_interval(f['success'][str(f['reference'])])}"
                            "  " + "  ".join(f"{n}: {fmt_interval(iv, signed=True)}" for n, iv in f["lost"].items()))
+    if summary.get("construction"):
+        out.append("")
+        out.append("Construction cost per unit (mean; the task-run costs above are the held-out runs'): "
+                   "backbone calls / tokens / evaluator calls of building each row's memory")
+        for r, per in summary["construction"].items():
+            out.append(f"  {r:<24} " + "  ".join(
+                f"{s}: {_f(c['llm_calls'], ',.0f')} / {_f(c['tokens'], ',.0f')} / {_f(c['eval_calls'], ',.0f')}"
+                for s, c in per.items()))
     if summary.get("token_budget"):
         out.append("")
         out.append("Fig. 7 / App. E.2 — every row at one construction-token budget per unit: success [95% interval], "

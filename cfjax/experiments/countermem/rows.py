@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from cfjax.experiments.countermem.runner import UnitContext
 
 __all__ = ["RowSpec", "TABLES", "RETENTION_RULES", "row_specs", "row_names", "rows_in", "register_row",
-           "memory_row"]
+           "memory_row", "construction_costs"]
 
 RETENTION_RULES = ("utility", "similarity", "recency", "random")
 #: the report's tables, in print order: key → title
@@ -99,6 +99,13 @@ def register_row(spec: RowSpec) -> RowSpec:
     return ROWS.register(_PREFIX + spec.name, spec)
 
 
+def construction_costs(ledger: Ledger) -> dict:
+    """A row's construction cost (its build ledger: every episode, evaluator check and model call of
+    building memory), beside the held-out task-run costs of :func:`~cfjax.countermem.metrics.row_metrics`."""
+    c = ledger.total
+    return {"llm_calls": c.llm_calls, "tokens": c.tokens, "eval_calls": c.eval_calls}
+
+
 def memory_row(info: MemorySystemInfo) -> RowSpec:
     """The Table 1 row of a registered memory system: built from T_build's memory-free episodes,
     frozen, and evaluated with its recall (:func:`cfjax.memory.recall_episode`)."""
@@ -117,6 +124,7 @@ def memory_row(info: MemorySystemInfo) -> RowSpec:
             tk, system, info, backbone=ctx.backbone, world=ctx.world, edits=ctx.suite.edits, ledger=ledger,
             episode=e, max_attempts=max_attempts), memory=True)
         m.update(system.summary())
+        m["construction"] = construction_costs(led)
         return m
 
     return RowSpec(info.name, run, table=info.table, paired="none", memory=True, transfer=True,

@@ -55,7 +55,7 @@ from cfjax.llm.base import Backbone
 from cfjax.experiments.backbones import (BackboneSpec, agent_title, backbone_spec, backbone_stats,
                                          default_cache_path, default_workers, resolve_agents)
 from cfjax.experiments.common import finite, quick_splits, resolve_suites, spread
-from cfjax.experiments.countermem.rows import row_names, row_specs
+from cfjax.experiments.countermem.rows import construction_costs, row_names, row_specs
 from cfjax.domains.base import TRANSFER_CONDITIONS, Suite, transfer_condition
 from cfjax.types import Splits, Task
 from cfjax.infra.cache import CachedWorld
@@ -194,6 +194,7 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         res["timing"][key] = round(time.perf_counter() - t, 2)
 
     specs = row_specs()
+    construction: dict[str, dict] = {}
     # Every row but ``none``/``cf_memory`` is ``spec.run(ctx)``; ``none`` runs on an agent without a store.
     runs: dict[str, Callable[[], dict]] = {
         "none": lambda: _signal_after(ctx.none_ready, lambda: ctx.agent_rows("none", ctx.agent(None), skip_policy,
@@ -208,9 +209,12 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         t = time.perf_counter()
         store = MemoryStore(config.store, config.retrieval, edits=suite.edits)
         agent = ctx.agent(store)
-        construct(agent, splits.build, seed=seed, progress=progress, pool=ctx.pool)
-        params, tlog, _ = train_selector(agent, splits.train, splits.val, seed=selector_seed, progress=progress,
-                                         pool=ctx.pool)
+        built = construct(agent, splits.build, seed=seed, progress=progress, pool=ctx.pool)
+        params, tlog, trained = train_selector(agent, splits.train, splits.val, seed=selector_seed, progress=progress,
+                                               pool=ctx.pool)
+        # construction cost (the verified store), and the selector's offline training apart (App. D.6:
+        # "offline selector training is not separately costed" in the paper; here it is reported)
+        construction["cf_memory"] = {**construction_costs(built), "selector_training": construction_costs(trained)}
         greedy = greedy_policy(jitted_selector(config.dqn), params)
         res["store"] = dict(store.summary())
         if out_dir is not None:
@@ -268,6 +272,8 @@ def run_unit(suite: Suite, seed: int, config: CounterMemConfig, *, backbone: Bac
         on_phase("eval_end")
     for name, (metrics, seconds) in done.items():
         own = specs[name].run is not None
+        if name in construction:
+            metrics["construction"] = construction[name]
         res[specs[name].section][name] = metrics
         res["timing"][name if own else f"eval_{name}"] = seconds
     res["timing"]["eval_all_rows"] = round(time.perf_counter() - t_eval, 2)

@@ -81,12 +81,14 @@ class UpliftJob:
     world_cache: str = ""
 
 
-def peer_rows() -> tuple[str, ...]:
+def peer_rows(defaults: bool = False) -> tuple[str, ...]:
     """The registered memory systems that are rows of this runner (``"upliftmem"`` in their runners:
-    the Table 1 peers, :mod:`cfjax.experiments.upliftmem.peers`), in registration order."""
+    the Table 1 peers, :mod:`cfjax.experiments.upliftmem.peers`), in registration order; ``defaults``:
+    only those the default run includes (:meth:`cfjax.memory.MemorySystemInfo.default_in`)."""
     from cfjax.registry import MEMORY_SYSTEMS
 
-    return tuple(n for n, info in MEMORY_SYSTEMS.items() if "upliftmem" in info.runners)
+    return tuple(n for n, info in MEMORY_SYSTEMS.items()
+                 if (info.default_in("upliftmem") if defaults else "upliftmem" in info.runners))
 
 
 def splits_for(suite, cfg: UpliftConfig):
@@ -361,7 +363,7 @@ def run_main(cfg: UpliftConfig, *, suites: Sequence[str], out: str | Path, rows:
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(suites)
-    rows = tuple(rows) if rows else (METHOD,) + ABLATIONS + peer_rows()
+    rows = tuple(rows) if rows else (METHOD,) + ABLATIONS + peer_rows(defaults=True)
     from cfjax.memory import why_not
     from cfjax.registry import MEMORY_SYSTEMS
 

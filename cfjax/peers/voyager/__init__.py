@@ -25,4 +25,4 @@ INFO = MEMORY_SYSTEMS.register("voyager", MemorySystemInfo(
                           "whose rows are switches of UpliftMem's own trainer (Table 2)"},
     description="Voyager skill library: verified procedures keyed by a model-written description, top-5 shown",
     paper="Wang et al., Voyager (2023), §2.3; MineDojo/Voyager voyager/agents/skill.py, critic.py; "
-          "papers/countermem.md App. D.8 (VOYAGER_SKILL)"))
+          "papers/countermem.md App. D.8 (VOYAGER_SKILL)", defaults=("countermem",)))
