@@ -36,7 +36,7 @@ from cfjax.loop import (AfterResult, Consultation, Decision, DraftFn, Episode, P
                         run_episode)
 from cfjax.types import Attempt, Backbone, EditModel, MemoryText, Outcome, ReviseRequest, Task, World
 
-__all__ = ["Experience", "RecallQuery", "MemorySystem", "MemorySystemInfo", "SystemContext", "FrozenMemoryError",
+__all__ = ["Experience", "RecallQuery", "MemorySystem", "FixedStore", "MemorySystemInfo", "SystemContext", "FrozenMemoryError",
            "RUNNERS", "experience_of", "recall_episode", "build_experience", "rollout_fn", "why_not"]
 
 #: the runners a memory system may declare it fits (``MemorySystemInfo.runners``)
@@ -121,6 +121,21 @@ class MemorySystem(Protocol):
     def summary(self) -> dict:
         """Counts for reports (``{"lessons": 12}``)."""
         ...
+
+
+@runtime_checkable
+class FixedStore(Protocol):
+    """A memory system whose frozen store can be handed to another retriever (the MemSyco fixed-store
+    protocol, UpliftMem §5.3 / Table 3: each system builds its store with its own pipeline, the store is
+    frozen, then its *native* retrieval and UpliftMem's retrieval are compared on the same items).
+
+    ``export_items`` lists every stored item as ``(id, text)`` exactly as :meth:`MemorySystem.recall`
+    shows it in a memory set (the same id, the same text); ``native`` is the system's own retrieval for
+    one decision with a budget of ``k`` items: the ids it would show, in its order (possibly fewer)."""
+
+    def export_items(self) -> list[tuple[str, str]]: ...
+
+    def native(self, query: RecallQuery, k: int) -> list[str]: ...
 
 
 @dataclass(frozen=True)

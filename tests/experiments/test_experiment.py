@@ -39,7 +39,8 @@ SQL_EDITS = SQLEdits()
 SMALL = CounterMemConfig()
 SMALL = dataclasses.replace(SMALL, seeds=(0,), dqn=dataclasses.replace(SMALL.dqn, total_decisions=120,
                                                                        checkpoint_every=60),
-                            experiment=dataclasses.replace(SMALL.experiment, accumulation_checkpoints=(0, 4, 8)))
+                            experiment=dataclasses.replace(SMALL.experiment, accumulation_checkpoints=(0, 4, 8),
+                                                                   forgetting_tasks=4))
 
 
 def _task(tid: str, variant: str = "base", env: str = "hr") -> Task:  # variant: only the conditions map says it
@@ -236,7 +237,10 @@ def test_unit_all_rows_then_report(suite, tmp_path):
     sp = quick_splits(suite.splits(seed=SMALL.split_seed, n_val=SMALL.n_val), 12)
     bb = ScriptedBackbone(suite.scripted_domain(), ScriptedConfig(seed=0))
     res = run_unit(suite, 0, SMALL, backbone=bb, rows=["all"], splits=sp, out_dir=tmp_path / "u")
-    assert set(res["rows"]) == set(row_names()) - {"retention", "accumulation"}
+    assert set(res["rows"]) == set(row_names()) - {"retention", "accumulation", "token_budget"}
+    assert res["groups"]["token_budget"]["budget"] == 0 and res["groups"]["token_budget"]["rows"] == {}  # off
+    rb = res["groups"]["accumulation"]["systems"]["reasoningbank"]  # Fig. 2a's memory baseline on the same stream
+    assert list(rb) == ["0", "4", "8"] and rb["0"]["memory"]["entries"] == 0
     for name, m in res["rows"].items():
         assert 0 <= m["success"] <= 100 and m["n_tasks"] == len(sp.eval), name
         assert set(m["by_condition"]) <= {"same_env", "new_env", "new_surface", "look_alike"}
@@ -261,8 +265,12 @@ def test_unit_all_rows_then_report(suite, tmp_path):
     assert summary["retention"]["sql"]["utility"]["ci"] is not None
     text = format_report(summary, backbone="scripted")
     for key in ("Table 1", "cf_memory", "transfer", "retention", "accumulation", "look-alike",
-                "95% interval", "Difference against none", "against the full method"):
-        assert key in text
+                "95% interval", "Difference against none", "against the full method", "reasoningbank:",
+                "Fig. 2c", "Construction cost per unit"):
+        assert key in text, key
+    lost = summary["accumulation"]["sql"]["forgetting"]
+    assert lost["cf_memory"]["reference"] == 4 and set(lost["cf_memory"]["lost"]) == {"8"}  # the 4 earliest tasks
+    assert set(lost["reasoningbank"]["lost"]) == {"8"}
     figs = draw_figures({"summary": summary, "backbone": "scripted"}, tmp_path / "fig")
     assert {p.name for p in figs} == {"accumulation.png", "retention.png", "transfer.png", "ablations.png",
                                       "rescued_broken.png"}

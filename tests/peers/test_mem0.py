@@ -242,3 +242,20 @@ def test_a_quick_run_through_the_openai_client(sql_suite):
     assert len(extracted) == 4 and 1 <= len(updated) <= 4  # one extraction per build episode
     assert 0 <= res["success"] <= 100 and res["build_llm_calls"] >= len(extracted) + len(updated)
     assert res["summary"]["memories"] == len(updated) and res["summary"]["add"] == len(updated)
+
+
+def test_fixed_store_exports_what_recall_shows_and_native_is_its_top_k():
+    from cfjax.llm.prompts import split_memory_set
+    from cfjax.memory import FixedStore
+    from cfjax.peers.mem0.calls import MemoryEvent
+
+    s = Mem0System(SystemContext(None, edits=None, max_attempts=2))  # type: ignore[arg-type]
+    for i, text in enumerate(["inclusive bounds use >= for at least", "count distinct ids",
+                              "order by name ascending"]):
+        s.apply([MemoryEvent(str(i), text, "ADD")], {}, f"src/{i}")
+    assert isinstance(s, FixedStore)
+    q = RecallQuery(Task("t/9", "at least five orders: inclusive bounds", "env", "schema", {}), (), None, 0, 0)
+    shown = split_memory_set(s.recall(q).text)
+    assert set(shown) <= set(s.export_items())
+    assert s.native(q, s.k) == [mid for mid, _ in shown]
+    assert len(s.native(q, 2)) == 2 and s.native(q, 2) == s.native(q, 3)[:2]

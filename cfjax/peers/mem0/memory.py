@@ -177,6 +177,15 @@ class Mem0System:
         hits = self.search(task_key(query.task), self.k, query.task.task_id)
         return memory_set([(mid, self.memories[mid].text) for mid, _ in hits])
 
+    # ------------------------------------------------------------------ the fixed-store protocol
+    def export_items(self) -> list[tuple[str, str]]:
+        """Every memory as ``(id, text)``, as :meth:`recall` shows it (:class:`cfjax.memory.FixedStore`)."""
+        return [(mid, m.text) for mid, m in self.memories.items()]
+
+    def native(self, query: RecallQuery, k: int) -> list[str]:
+        """Mem0's own retrieval with a budget of ``k``: the ``k`` most similar memories to the question."""
+        return [mid for mid, _ in self.search(task_key(query.task), k, query.task.task_id)]
+
     # ------------------------------------------------------------------ persistence
     def save(self, path: Path) -> None:
         save_store(path, FORMAT, {
