@@ -288,7 +288,8 @@ def format_report(summary: dict, *, backbone: str, agent: str | None = None) -> 
     out = [f"CounterMem — {backbone}",
            f"held-out success (0–100) with paired task-bootstrap 95% intervals; backbone seeds {summary['seeds']}, "
            f"split seeds {summary.get('split_seeds', '?')}" + (f" ({n_units} units)" if n_units else ""), ""]
-    head = f"{'row':<20}" + "".join(f"{s:>{w}}" for s in suites) + f"{'mean':>{w}}{'tokens(k)':>11}  calls/solved"
+    nw = max([20] + [len(r) + 1 for r in rows])  # the row-name column fits every row's name
+    head = f"{'row':<{nw}}" + "".join(f"{s:>{w}}" for s in suites) + f"{'mean':>{w}}{'tokens(k)':>11}  calls/solved"
     ablations = [r for r in _ablation_rows() if r in rows]
     sections = [("Table 1 — memory mechanisms" + (f", base agent {agent}" if agent else ""), rows_in("table1", rows)),
                 ("§6 / App. E.3 ablations", ablations)]
@@ -301,7 +302,7 @@ def format_report(summary: dict, *, backbone: str, agent: str | None = None) -> 
             mean = fmt_interval(TM.get(r, {}).get("ci")) if TM.get(r, {}).get("ci") else "—"
             tok = sum((T[r][s].get("tokens") or 0) for s in suites) / 1000
             cps_txt = "/".join(_f(T[r][s].get("calls_per_solved"), ".2f") for s in suites)
-            out.append(f"{r:<20}" + "".join(f"{c:>{w}}" for c in cells) + f"{mean:>{w}}{tok:>11.1f}  {cps_txt}")
+            out.append(f"{r:<{nw}}" + "".join(f"{c:>{w}}" for c in cells) + f"{mean:>{w}}{tok:>11.1f}  {cps_txt}")
         out.append("")
     for ref, title, rs in (("none", "Difference against none (pp, paired; ↑/↓: the interval excludes 0)",
                             [r for r in rows if r != "none"]),
@@ -309,16 +310,16 @@ def format_report(summary: dict, *, backbone: str, agent: str | None = None) -> 
         rs = [r for r in rs if any(T[r][s].get(f"vs_{ref}") for s in suites)]
         if not rs:
             continue
-        out += [title, f"{'row':<20}" + "".join(f"{s:>{w + 3}}" for s in suites) + f"{'mean':>{w + 3}}"]
+        out += [title, f"{'row':<{nw}}" + "".join(f"{s:>{w + 3}}" for s in suites) + f"{'mean':>{w + 3}}"]
         for r in rs:
             ivs = [T[r][s].get(f"vs_{ref}") for s in suites] + [TM.get(r, {}).get(f"vs_{ref}")]
-            out.append(f"{r:<20}" + "".join(f"{fmt_interval(iv, signed=True) + _verdict(iv):>{w + 3}}" for iv in ivs))
+            out.append(f"{r:<{nw}}" + "".join(f"{fmt_interval(iv, signed=True) + _verdict(iv):>{w + 3}}" for iv in ivs))
         out.append("")
     if any(r in rows for r in ("cf_memory", "random_retrieval", "shuffled_retrieval")):
         out.append("Fig. 4d — per retrieved record (pooled over seeds): action changes / harmful changes")
         for r in ("cf_memory", "random_retrieval", "shuffled_retrieval", "no_condition"):
             if r in rows:
-                out.append(f"  {r:<20}" + "".join(
+                out.append(f"  {r:<{nw}}" + "".join(
                     f"{s}: {_f(T[r][s].get('action_changes_per_retrieved'), '.3f')} / "
                     f"{_f(T[r][s].get('harmful_changes_per_retrieved'), '.3f')}   " for s in suites))
         out.append("")
@@ -326,7 +327,7 @@ def format_report(summary: dict, *, backbone: str, agent: str | None = None) -> 
     for r in rows:
         if r == "none":
             continue
-        out.append(f"  {r:<20}" + "".join(
+        out.append(f"  {r:<{nw}}" + "".join(
             f"{s}: +{T[r][s].get('rescued', 0)}/-{T[r][s].get('broken', 0)} (net {T[r][s].get('net', 0):+d})   "
             for s in suites))
     out.append("")
@@ -334,14 +335,14 @@ def format_report(summary: dict, *, backbone: str, agent: str | None = None) -> 
     if tr:
         out.append("Fig. 3 — transfer conditions, all suites pooled: success [95% interval] | "
                    "coverage | harmful use")
-        out.append(f"  {'condition':<13}" + "".join(f"{r:>38}" for r in tr))
-        for c in TRANSFER_CONDITIONS:
+        out.append(f"  {'row':<{nw}}" + "".join(f"{c:>38}" for c in TRANSFER_CONDITIONS))
+        for r in tr:  # one line per row (the memory rows are many), one column per condition
             cells = []
-            for r in tr:
+            for c in TRANSFER_CONDITIONS:
                 m = tr[r].get(c)
                 cells.append("—" if m is None else
                              f"{_pm(m)} | {_f(m['coverage'], '.2f')} | {_f(m['harmful_use'], '.3f')}")
-            out.append(f"  {c:<13}" + "".join(f"{x:>38}" for x in cells))
+            out.append(f"  {r:<{nw}}" + "".join(f"{x:>38}" for x in cells))
         out.append("")
     nc = summary["no_condition"]
     if nc:
@@ -447,22 +448,41 @@ def draw_figures(results: dict, out_dir: str | Path) -> list[Path]:
         written.append(p)
 
     if S["accumulation"]:
-        fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
-        for s, d in S["accumulation"].items():
-            xs = [int(n) for n in d["checkpoints"]]
-            ys = np.array([d["checkpoints"][str(n)]["success"] for n in xs], float)
-            lo, hi = _bounds([d["checkpoints"][str(n)] for n in xs], ys)
-            ax.plot(xs, ys, marker="o", label=s)
-            ax.fill_between(xs, lo, hi, alpha=0.2)
-            mt = [d["checkpoints"][str(n)].get("memory_tokens_per_task") for n in xs]
-            bx.plot(xs, [np.nan if v is None else v for v in mt], marker="o", label=s)
+        fig, (ax, bx, cx) = plt.subplots(1, 3, figsize=(15, 4))
+        for ci, (s, d) in enumerate(S["accumulation"].items()):
+            color = f"C{ci}"
+            lines = [("CF Memory", d["checkpoints"], "-")] + [(name, cps, "--") for name, cps in
+                                                               d.get("systems", {}).items()]
+            for what, cps, style in lines:
+                xs = [int(n) for n in cps]
+                ys = np.array([cps[str(n)]["success"] for n in xs], float)
+                lo, hi = _bounds([cps[str(n)] for n in xs], ys)
+                ax.plot(xs, ys, style, marker="o", color=color, label=f"{s} {what}")
+                ax.fill_between(xs, lo, hi, alpha=0.15, color=color)
+                mt = [cps[str(n)].get("memory_tokens_per_task") for n in xs]
+                bx.plot(xs, [np.nan if v is None else v for v in mt], style, marker="o", color=color,
+                        label=f"{s} {what}")
+            for name, f in d.get("forgetting", {}).items():
+                if not f:
+                    continue
+                xs = [f["reference"]] + [int(n) for n in f["lost"]]
+                ys = np.array([0.0] + [f["lost"][str(n)]["mean"] for n in xs[1:]], float)
+                lo = np.array([0.0] + [f["lost"][str(n)]["lo"] for n in xs[1:]], float)
+                hi = np.array([0.0] + [f["lost"][str(n)]["hi"] for n in xs[1:]], float)
+                cx.plot(xs, ys, "-" if name == "cf_memory" else "--", marker="o", color=color, label=f"{s} {name}")
+                cx.fill_between(xs, lo, hi, alpha=0.15, color=color)
         ax.set_xlabel("source tasks processed")
         ax.set_ylabel("held-out success")
-        ax.set_title("(a) accumulation, one fixed selector (band: 95% interval)")
-        ax.legend()
+        ax.set_title("(a) accumulation (solid CF Memory, dashed ReasoningBank; 95% band)", fontsize=9)
+        ax.legend(fontsize=6)
         bx.set_xlabel("source tasks processed")
         bx.set_ylabel("tokens per task")
         bx.set_title("(b) retrieval + context tokens per task")
+        cx.axhline(0.0, color="#888", lw=0.8)
+        cx.set_xlabel("source tasks processed")
+        cx.set_ylabel("points vs the first snapshot")
+        cx.set_title("(c) score on the earliest stream tasks (paired 95% band)", fontsize=9)
+        cx.legend(fontsize=6)
         save(fig, "accumulation.png")
     if S["retention"]:
         fig, ax = plt.subplots(figsize=(6, 4))
