@@ -203,3 +203,24 @@ def test_unknown_agent_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "nosuch" in err and "reflexion" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_antipersist_has_the_reflexion_row_and_it_is_no_memory_under_reflexion(tmp_path):
+    """Anti-Persistence Table 1's Reflexion row: no memory across tasks, the Reflexion agent within one;
+    with ``--agent reflexion`` the no_memory row is the same run. The default rows include it and the
+    table's memory peers (the original ExpeL, AutoRefine)."""
+    import dataclasses
+
+    from cfjax.config import APConfig, quick
+    from cfjax.experiments.antipersist.runner import default_rows, run_all
+    from cfjax.experiments.backbones import BackboneSpec
+
+    assert {"reflexion", "expel_original", "autorefine"} <= set(default_rows())
+    ap = dataclasses.replace(quick(APConfig()), iterations=1, tasks_per_iteration=6, max_eval_tasks=8,
+                             seeds=(42,), split_seeds=(12345,))
+    a = run_all(tmp_path / "a", suites=["sql"], rows=("no_memory", "reflexion"), cfg=ap, log=lambda s: None)
+    b = run_all(tmp_path / "b", suites=["sql"], rows=("no_memory",), cfg=ap, log=lambda s: None,
+                backbone=BackboneSpec("scripted", agent="reflexion"))
+    ra, rb = a["suites"]["sql"]["rows"], b["suites"]["sql"]["rows"]
+    assert ra["reflexion"]["final_success"] == rb["no_memory"]["final_success"]
+    assert a["outcomes"]["sql"]["12345"]["rows"]["reflexion"] == b["outcomes"]["sql"]["12345"]["rows"]["no_memory"]

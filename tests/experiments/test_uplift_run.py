@@ -22,7 +22,8 @@ def _tiny() -> UpliftConfig:
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("um")
-    combined = run_all(out, suites=["sql"], rows=("upliftmem", "base"), cfg=_tiny(), workers=1, log=lambda s: None)
+    combined = run_all(out, suites=["sql"], rows=("upliftmem", "base", "mem0"), cfg=_tiny(), workers=1,
+                       log=lambda s: None)
     return out, combined
 
 
@@ -33,7 +34,7 @@ def test_outputs_and_rows(tiny_run):
         assert (out / f).exists(), f
     assert not (out / ".world_cache").exists()
     payload = json.loads((out / "sql" / "results.json").read_text())
-    assert payload["rows"] == [r for r in ROWS if r in ("no_memory", "similarity_topk", "upliftmem", "base")]
+    assert payload["rows"] == [r for r in ROWS if r in ("no_memory", "similarity_topk", "upliftmem", "base")] + ["mem0"]
     assert "scripted backbone" in payload["backbone"]
     block = payload["outcomes"]["sql"]["12345"]
     n = len(block["task_ids"])
@@ -60,7 +61,23 @@ def test_costs_count_every_execution_once(tiny_run):
     assert parts == pytest.approx(c["total"]) and c["eval"] == 0
     assert c["eval_calls"] == c["ledger_eval_calls"]  # every evaluator call belongs to one execution
     assert c["ledger_llm_calls"] >= c["llm_calls"]  # plus the writer's and reviser's calls
-    assert set(payload["train_logs"]) == {"upliftmem/seed_0", "upliftmem/seed_1", "base/seed_0", "base/seed_1"}
+    assert set(payload["train_logs"]) == {"upliftmem/seed_0", "upliftmem/seed_1", "base/seed_0", "base/seed_1",
+                                          "mem0/seed_0", "mem0/seed_1"}
+    # a peer (Table 1): built by its own pipeline from one memory-free episode per task UpliftMem learns from
+    peer = payload["costs"]["mem0"]["training"]
+    assert 8 < peer["total"] <= 3 * 8  # T_build ∪ T_train ∪ T_val, 8 tasks at most each
+    assert peer["llm_calls"] > peer["total"] and peer["eval_calls"] >= peer["total"]
+    assert payload["train_logs"]["mem0/seed_0"]["peer"] == "mem0"
+
+
+def test_a_peer_row_pairs_with_no_memory_and_differs_by_training_seed_only_in_construction(tiny_run):
+    """The peer's held-out draws are no_memory's (the same draft seeds): where it shows nothing, its
+    episode is the memory-free one."""
+    out, _ = tiny_run
+    payload = json.loads((out / "sql" / "results.json").read_text())
+    block = payload["outcomes"]["sql"]["12345"]
+    assert np.asarray(block["rows"]["mem0"]).shape == np.asarray(block["rows"]["no_memory"]).shape
+    assert "vs_upliftmem" in payload["table"]["mem0"] and "vs_no_memory" in payload["table"]["mem0"]
     log = payload["train_logs"]["upliftmem/seed_0"]
     assert log["h_effective"] >= 1 and len(log["windows"]) >= 1
     assert all(w["probes"] <= 8 for w in log["windows"])
