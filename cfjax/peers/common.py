@@ -8,6 +8,8 @@ shown to the backbone (:func:`memory_set`).
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from cfjax.llm.prompts import render_memory_set
 from cfjax.types import Attempt, MemoryText, Task
 
 __all__ = ["EmbeddingIndex", "save_store", "load_store", "memory_set", "task_key", "trajectory_of",
-           "attempts_to_json", "attempts_from_json", "cosine"]
+           "attempts_to_json", "attempts_from_json", "cosine", "json_object"]
 
 
 class EmbeddingIndex:
@@ -150,3 +152,22 @@ def load_store(path: Path, fmt: str, what: str, required: dict[str, type]) -> di
         if not isinstance(data.get(key), typ):
             raise ValueError(f"{path}: field {key!r} must be a {typ.__name__}")
     return data
+
+
+_FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def json_object(text: str) -> dict | None:
+    """The first JSON object of a model's reply (code fences allowed, prose around it ignored), or
+    ``None`` — the peers whose prompts ask for JSON (Mem0, A-MEM) parse their replies with it."""
+    m = _FENCE_RE.search(text)
+    body = m.group(1) if m else text
+    start = body.find("{")
+    while start != -1:
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(body[start:])
+        except ValueError:
+            start = body.find("{", start + 1)
+            continue
+        return obj if isinstance(obj, dict) else None
+    return None

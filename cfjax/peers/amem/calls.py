@@ -30,12 +30,12 @@ make this peer look better or worse than its mechanism.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cfjax.llm.extract import cue_of, lessons_of
 from cfjax.llm.prompts import parse_edit_line, render_attrs, render_trajectory, system_line
+from cfjax.peers.common import json_object
 from cfjax.registry import CALLS
 from cfjax.types import Attempt, CallKind, Task, Usage
 
@@ -114,23 +114,7 @@ class EvolveResult:
     parse_failed: bool = False
 
 
-# --------------------------------------------------------------------------- JSON replies
-_FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
-
-
-def json_object(text: str) -> dict | None:
-    """The first JSON object of a reply (code fences allowed, prose around it ignored), or ``None``."""
-    m = _FENCE_RE.search(text)
-    body = m.group(1) if m else text
-    start = body.find("{")
-    while start != -1:
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(body[start:])
-        except ValueError:
-            start = body.find("{", start + 1)
-            continue
-        return obj if isinstance(obj, dict) else None
-    return None
+# --------------------------------------------------------------------------- JSON replies (cfjax.peers.common.json_object)
 
 
 def _strings(x: object) -> tuple[str, ...] | None:
