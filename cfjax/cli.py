@@ -739,11 +739,14 @@ def build_parser() -> argparse.ArgumentParser:
     _out_flags(uc, force="replace results.json and report.txt in --out (other files are kept)", resume=None)
     uc.set_defaults(func=_upliftmem_controlled)
     us = ups.add_parser("stores", parents=[common],
-                        help="the store swap: CounterMem's and Anti-Persistence's frozen stores, one fixed executor, "
-                             "native vs UpliftMem retrieval (RQ2 on the built-in suites)")
+                        help="the fixed-store table: five stores built by their own systems' pipelines (NaiveRAG, "
+                             "Mem0, MemGPT, A-MEM, LightMem; also CounterMem's and Anti-Persistence's), frozen, one "
+                             "fixed executor, each store's own retrieval vs UpliftMem's (RQ2 on the built-in suites)")
     us.add_argument("--suite", default="sql", help=_suite_help("sql", guide=False) + "; several: comma-separated")
     us.add_argument("--out", required=True, help="output directory (results.json, report.txt, suites/<suite>/)")
-    us.add_argument("--stores", nargs="+", default=None, help="countermem and/or antipersist (default: both)")
+    us.add_argument("--stores", nargs="+", default=None,
+                    help="naive_rag mem0 memgpt amem lightmem (the default: the MemSyco fixed-store protocol) and/or "
+                         "countermem antipersist")
     us.add_argument("--ap-row", default="anti_persistence",
                     help="the Anti-Persistence row that builds its store: anti_persistence (default) or "
                          "trajectory_memory")

@@ -1,7 +1,9 @@
-"""The store swap (cfjax.experiments.upliftmem.stores): a quick run on sql with CounterMem's frozen store and
-Anti-Persistence's trajectory store. Checks the protocol — the store and the executor are identical for
-both retrievers, the native row is similarity top-K of the recall, every memory is what the store held,
-no answer key is read — and the intervals' shape; never the direction of the result."""
+"""The store swap (cfjax.experiments.upliftmem.stores): a quick run on sql with CounterMem's frozen store,
+Anti-Persistence's trajectory store and pipeline-built peer stores (Mem0, MemGPT, A-MEM; every one of the
+five is built and exported below). Checks the protocol — the store and the executor are identical for
+every retriever, the native row is similarity top-K of the recall, the own-native row is the system's
+own retrieval, every memory is what the store held, no answer key is read — and the intervals' shape;
+never the direction of the result."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from cfjax.config import UpliftConfig
 from cfjax.domains import open_suite
 from cfjax.experiments.countermem.runner import BackboneSpec
 from cfjax.experiments.upliftmem.runner import quick_config, splits_for
-from cfjax.experiments.upliftmem.stores import LABEL, ROWS, STORES, format_store_swap, run_store_swap
+from cfjax.experiments.upliftmem.stores import (LABEL, OWN, PEER_STORES, ROWS, build_peer, format_store_swap,
+                                                peer_memories, run_store_swap)
 from cfjax.infra.ledger import Ledger
 from cfjax.llm import prompts
 from cfjax.types import answer_key_guard
@@ -22,6 +25,8 @@ from cfjax.uplift import AgentExecutor, Memory, MemoryPool
 from cfjax.uplift.retrieval import native_topk
 
 SUITE = "sql"
+#: the stores the module's quick run trains on (lightmem and naive_rag: built and exported below)
+STORES = ("countermem", "antipersist", "mem0", "memgpt", "amem")
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +56,15 @@ def test_protocol_checks_and_intervals(swap):
         assert d["mean"] == pytest.approx(r["table"]["upliftmem"]["success"]["mean"]
                                           - r["table"]["similarity_topk"]["success"]["mean"])
         assert r["mean_set_size"]["no_memory"] == 0 and 0 < r["mean_set_size"]["similarity_topk"] <= blk["k"]
+        if store in PEER_STORES:  # the system's own retrieval, on the same executor and draft seeds
+            own = r["table"][OWN]["success"]
+            assert 0.0 <= own["lo"] <= own["mean"] <= own["hi"] <= 100.0
+            assert r["delta_own"]["mean"] == pytest.approx(r["table"]["upliftmem"]["success"]["mean"] - own["mean"])
+            ids = {m["mem_id"] for m in r["memories"]}
+            assert all(len(x) <= blk["k"] and set(x) <= ids for rep in r["sets"][OWN] for x in rep)
+            assert r["store"]["build_cost"]["llm_calls"] > 0  # its own pipeline's calls
     text = format_store_swap(payload)
-    assert LABEL in text and "countermem" in text and "antipersist" in text
+    assert LABEL in text and "countermem" in text and "antipersist" in text and "own native" in text
 
 
 def test_store_and_executor_identical_for_both_retrievers(swap):
@@ -78,10 +90,10 @@ def test_store_and_executor_identical_for_both_retrievers(swap):
                 s = r["sets"]["upliftmem"][rep][t_i]
                 assert len(s) <= k and set(s) <= set(r["offered"][t.task_id])
                 assert r["sets"]["no_memory"][rep][t_i] == []
-        assert {row for row in rows} == set(ROWS)
+        assert {row for row in rows} == set(ROWS) | ({OWN} if store in PEER_STORES else set())
     # the no-memory executions are the same for both stores, and a fresh executor reproduces them
     nm = [blk["stores"][s]["outcomes"][SUITE][str(cfg.split_seed)]["rows"]["no_memory"] for s in STORES]
-    assert nm[0] == nm[1]
+    assert all(x == nm[0] for x in nm)
     world = suite.world()
     try:
         ex = AgentExecutor(BackboneSpec("scripted").make(suite, cfg.backbone_seed, cfg), world, suite.edits,
@@ -135,13 +147,16 @@ def test_command_quick_run_gives_the_runners_numbers(swap, tmp_path, capsys):
 
     payload, _ = swap
     out = tmp_path / "out"
-    rc = main(["upliftmem", "stores", "--quick", "--suite", SUITE, "--out", str(out)])
+    rc = main(["upliftmem", "stores", "--quick", "--suite", SUITE, "--out", str(out), "--stores", "countermem", "mem0"])
     assert rc == 0, capsys.readouterr().err
     got = json.loads((out / "results.json").read_text())
     assert (out / "suites" / SUITE).is_dir() and "native" in (out / "report.txt").read_text()
     assert got["label"] == payload["label"] == LABEL and got["quick"] is True
     assert got["config"] == payload["config"] and got["repeats"] == payload["repeats"]
+    assert set(got["by_suite"][SUITE]["stores"]) == {"countermem", "mem0"}
     for store, want in payload["by_suite"][SUITE]["stores"].items():
+        if store not in ("countermem", "mem0"):
+            continue
         r = got["by_suite"][SUITE]["stores"][store]
         for key in ("outcomes", "rewards", "sets", "offered", "memories", "mean_set_size", "checks"):
             assert r[key] == json.loads(json.dumps(want[key])), (store, key)
@@ -184,3 +199,32 @@ def test_command_refuses_and_takes_the_backbone(tmp_path, capsys, monkeypatch):
     assert kw["backbone"].kind == "openai" and "LLM m at http://127.0.0.1:9/v1" == kw["backbone"].label
     assert kw["suites"] == ["sql", "pybugs"] and cfg.max_tasks == 8 and kw["root"] == tmp_path / "llm" / "suites"
     assert json.loads((tmp_path / "llm" / "results.json").read_text())["label"] == kw["backbone"].label
+
+
+def test_every_pipeline_built_store_exports_what_it_shows_and_retrieves_natively(tmp_path):
+    """The five stores of the fixed-store protocol, each built by its own system's pipeline and frozen:
+    the pool's memories are the system's items (ids and texts as its recall shows them), and its own
+    retrieval returns at most k of them, never the task's own."""
+    from cfjax.domains import build_suite
+    from cfjax.experiments.worlds import close_worlds, open_world
+    from cfjax.memory import RecallQuery
+
+    cfg = quick_config(UpliftConfig())
+    build_suite(SUITE, tmp_path / SUITE)
+    try:
+        suite, _, world = open_world(SUITE, str(tmp_path / SUITE))
+        sp = splits_for(suite, cfg)
+        for name in PEER_STORES:
+            with answer_key_guard():
+                system, led = build_peer(name, suite, world, list(sp.build)[:8], seed=0, max_attempts=2)
+                mems = peer_memories(name, system)
+                assert system.frozen and mems, name
+                assert [(m.mem_id, m.text) for m in mems] == system.export_items()
+                ids = {m.mem_id for m in mems}
+                for t in list(sp.eval)[:4]:
+                    for k in (3, 5, 10):
+                        got = system.native(RecallQuery(t, (), None, 0, 0), k)
+                        assert len(got) <= k and set(got) <= ids, (name, k)
+            assert led.total.eval_calls > 0, name  # built from evaluated episodes
+    finally:
+        close_worlds()

@@ -274,3 +274,24 @@ def test_a_quick_run_through_the_openai_client(sql_suite):
     assert len(noted) == 4 and len(evolved) == 3  # a note per build episode; no evolution for the first
     assert 0 <= res["success"] <= 100 and res["build_llm_calls"] >= 7
     assert res["summary"]["notes"] == 4 and res["summary"]["links"] == 3 and res["summary"]["evolutions"] == 3
+
+
+def test_fixed_store_exports_what_recall_shows_and_native_is_search_with_budget_k():
+    from cfjax.llm.prompts import split_memory_set
+    from cfjax.memory import FixedStore
+
+    s = _four()
+    assert isinstance(s, FixedStore)
+    items = s.export_items()
+    assert items == [(f"n{i}", f"note {i}\nEDIT: x{i} -> y{i}") for i in range(4)]
+    q = RecallQuery(_task("t/9"), (), "SELECT 1", 0, 0)
+    # native is the search with budget k (hand-computed in the test above): k = 2 → [n0, n3]; k = 3 → [n0, n3, n1]
+    assert s.native(q, 2) == ["n0", "n3"] and s.native(q, 3) == ["n0", "n3", "n1"]
+    assert s.native(RecallQuery(_task("t/3"), (), None, 0, 0), 2) == ["n0", "n1"]  # never the task's own note
+    for k in (1, 2, 3, 5, 10):
+        ids = s.native(q, k)
+        assert len(ids) <= k and set(ids) <= {i for i, _ in items}
+    assert [n.retrieval_count for n in s.notes.values()] == [0, 0, 0, 0]  # native counts no retrieval
+    shown = split_memory_set(s.recall(q).text)
+    assert [i for i, _ in shown] == s.native(q, s.k) == ["n0", "n3", "n1", "n2"]  # default k = 5: equal to recall
+    assert all(dict(items)[i] == text for i, text in shown)  # same ids, same texts

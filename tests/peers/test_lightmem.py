@@ -236,3 +236,30 @@ def test_a_unit_through_the_openai_client(sql_suite):
     assert 0 <= res["success"] <= 100
     assert res["summary"]["flushes"] >= 1 and res["summary"]["entries"] >= 1
     assert res["build_llm_calls"] >= res["summary"]["flushes"] + res["summary"]["update_calls"]
+
+
+def test_fixed_store_exports_what_recall_shows_and_native_is_top_k():
+    from cfjax.llm.prompts import split_memory_set
+    from cfjax.memory import FixedStore
+
+    s = LightMemSystem(_ctx(_Canned(update='{"action": "update", "new_memory": "REWRITTEN\\nEDIT: a > 1 -> a > 0"}')))
+    for i in range(15):
+        s._add_entry(f"lesson {i} about at least.\nEDIT: a > {i} -> a >= {i}", f"t/{i % 3}")
+    s._add_entry("lesson 0 about at least.\nEDIT: a > 0 -> a >= 0", "t/1")  # m15 duplicates m0: m0 is rewritten
+    s.freeze()
+    assert isinstance(s, FixedStore) and s.counts["updated"] >= 1
+    items = s.export_items()
+    assert [i for i, _ in items] == [f"m{i}" for i in range(16)] and dict(items)["m0"].startswith("REWRITTEN")
+    q = RecallQuery(_task(0), (), "SELECT a > 1", 0, 0)
+    for k in (3, 5, 10):
+        ids = s.native(q, k)
+        # 16 entries, 5 of them t/0's own (m0, m3, m6, m9, m12) → 11 candidates ≥ k: exactly k, none own
+        assert len(ids) == k and set(ids) <= set(dict(items)) and all(s.entries[i].source != "t/0" for i in ids)
+        assert ids == s.native(q, 10)[:k]  # one ranking, cut at the budget
+    shown = split_memory_set(s.recall(q).text)
+    assert [i for i, _ in shown] == s.native(q, s.retrieve_k)  # default k = 10: what recall shows
+    assert all(dict(items)[i] == text for i, text in shown)
+    assert "m0" not in s.native(q, 16)  # m0 (rewritten) is t/0's own
+    # t/1 owns m1, m4, m7, m10, m13 and m15: a budget of 16 finds the other 10
+    ids = s.native(RecallQuery(_task(1), (), None, 0, 0), 16)
+    assert len(ids) == 10 and not {"m1", "m4", "m7", "m10", "m13", "m15"} & set(ids)

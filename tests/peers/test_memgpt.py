@@ -271,3 +271,61 @@ def test_a_quick_unit_through_the_openai_client(sql_suite):
     assert any("RECALL:" in p for p in seen)
     assert 0 <= row["success"] <= 100 and row["tool_steps"] > 0 and row["memorise_turns"] > 0
     assert row["archival"] == row["memorise_turns"]  # one insert per memorise turn
+
+
+LESSON2 = "For 'at most', write `b <= 2` instead of `b < 2`.\nEDIT: b < 2 -> b <= 2"
+
+
+def _fixed_store(n_passages: int) -> tuple[MemGPTSystem, _Fake]:
+    """A frozen store: t/0 wrote LESSON to core and ``n_passages`` archival passages, t/1 wrote LESSON2 to
+    core; a recall turn searches the question (page 0) and ends."""
+    f = _Fake()
+    s = _sys(f, max_steps=n_passages + 2)
+    f.steps = [_call("archival_memory_insert", text=f"passage {j} about question at least")
+               for j in range(n_passages)] + [_call("core_memory_append", block="task_knowledge", text=LESSON), "DONE"]
+    s.update(_exp(0))
+    f.steps = [_call("core_memory_append", block="task_knowledge", text=LESSON2), "DONE"]
+    s.update(_exp(1))
+    s.freeze()
+    f.steps = lambda req: (_call("archival_memory_search", query=req.task.question, page=0)
+                           if req.mode == "recall" and req.step == 0 else "DONE")
+    return s, f
+
+
+def test_fixed_store_exports_core_and_archival_as_recall_shows_them():
+    from cfjax.llm.prompts import split_memory_set
+    from cfjax.memory import FixedStore
+
+    s, f = _fixed_store(7)
+    assert isinstance(s, FixedStore) and len(s.archival) == 7
+    items = s.export_items()
+    assert items == [("core.task_knowledge.1", LESSON), ("core.task_knowledge.2", LESSON2)] + \
+        [(f"a{j + 1}", f"passage {j} about question at least") for j in range(7)]
+    shown = split_memory_set(s.recall(RecallQuery(_task(5), (), "SELECT 1", 0, 0)).text)
+    # recall: the 2 core entries, then page 0 of the search (5 of the 7 passages): 7 items, uncapped
+    assert [i for i, _ in shown][:2] == ["core.task_knowledge.1", "core.task_knowledge.2"] and len(shown) == 7
+    assert all(dict(items)[i] == text for i, text in shown)
+
+
+def test_native_is_a_recall_turn_with_pages_of_k_capped_at_k_core_first():
+    s, f = _fixed_store(7)
+    q = lambda led=None: RecallQuery(_task(5), (), "SELECT 1", 0, 0, led)  # noqa: E731
+    rec = [line[1:-1] for line in s.recall(q()).text.splitlines() if line.startswith("[")]
+    core = ["core.task_knowledge.1", "core.task_knowledge.2"]
+    led = Ledger("eval")
+    n3 = s.native(q(led), 3)
+    # pages of 3 → 2 core + 3 passages = 5 items, capped at 3: both core entries and the best passage
+    assert n3 == core + [rec[2]] and "(3 of 7 results)" in f.prompts[-1]
+    # search + DONE charged to the eval ledger; the build ledger keeps (7 + 2) + 2 memorise steps + 2 of recall
+    assert led.total.llm_calls == 2 and s.ctx.ledger.total.llm_calls == 9 + 2 + 2
+    assert s.archival.page_size == 5  # the page size of k was a view for that turn only
+    # default page size 5: 2 core + 5 passages = 7 > 5 → the first 5 of what recall shows (native ≠ recall)
+    assert s.native(q(), 5) == rec[:5] and len(rec) == 7
+    n10 = s.native(q(), 10)  # pages of 10 → every passage: 2 + 7 = 9 ≤ 10
+    assert len(n10) == 9 and n10[:7] == rec and set(n10) == {i for i, _ in s.export_items()}
+    assert s.native(q(), 1) == core[:1]  # core alone exceeds k: the first k core entries, no search shown
+    assert s.native(RecallQuery(_task(0), (), None, 0, 0), 3) == ["core.task_knowledge.2"]  # t/0's own: skipped
+    assert s.native(q(), 0) == [] and s.counts["native_turns"] == 5
+    small, _ = _fixed_store(3)  # 2 core + 3 passages = 5 = k: native with the default k equals recall
+    shown = [line[1:-1] for line in small.recall(q()).text.splitlines() if line.startswith("[")]
+    assert small.native(q(), small.config.page_size) == shown and len(shown) == 5

@@ -23,6 +23,18 @@ Per suite (split ``cfg.split_seed``, ``cfg.max_tasks`` tasks per split with :fun
     :func:`~cfjax.antipersist.guidance.factual_rules`) — what mode ``none`` shows an agent.
     (``ap_row="trajectory_memory"`` builds the trajectory-memory baseline's store instead.)
 
+  - the **five pipeline-built stores** of the MemSyco fixed-store protocol (UpliftMem Fig. 3, Table 3;
+    ../shared/PEERS.md): ``naive_rag``, ``mem0``, ``memgpt``, ``amem``, ``lightmem`` — each registered
+    memory system (:mod:`cfjax.peers`) built **by its own pipeline** (:meth:`~cfjax.memory.MemorySystem.build`:
+    Mem0's ADD/UPDATE/DELETE merges, MemGPT's self-edited core and archival memory, A-MEM's links and
+    evolution, LightMem's segmentation, flushes and sleep-time update, NaiveRAG's raw turns) from the
+    memory-free episodes of ``T_build`` with the run's backbone, then frozen; its items become the
+    memories, ids and texts as the system itself shows them (:class:`cfjax.memory.FixedStore`). On these
+    stores a fourth row, ``own_native``, is the system's **own** retrieval (:meth:`FixedStore.native`
+    with budget ``k``, computed once per task before the first attempt, as the executor is shown one set
+    per episode) — the comparison the protocol asks for is ``upliftmem − own_native``; ``similarity_topk``
+    (the pool's similarity order) stays beside it;
+
 * **the pool**: those memories, ids unchanged, admitted in a :class:`cfjax.uplift.MemoryPool`; recall is
   the pool's own (FAISS, ``N = cfg.retrieval.recall``), so both retrievers see the same candidates;
 * **the executor**: one :class:`cfjax.uplift.AgentExecutor` per suite (the run's backbone — the scripted
@@ -67,12 +79,18 @@ from cfjax.types import answer_key_guard
 from cfjax.uplift import AgentExecutor, Memory, MemoryPool, UpliftRun
 from cfjax.uplift.retrieval import native_topk
 
-__all__ = ["LABEL", "STORES", "ROWS", "OWNED", "countermem_memories", "antipersist_memories", "build_countermem",
+__all__ = ["LABEL", "STORES", "PEER_STORES", "DEFAULT_STORES", "OWN", "ROWS", "OWNED", "build_peer", "peer_memories", "countermem_memories", "antipersist_memories", "build_countermem",
            "build_antipersist", "run_store_swap", "format_store_swap", "stores_config", "stores_main", "main"]
 
 LABEL = SCRIPTED_LABEL
-STORES = ("countermem", "antipersist")
+#: the five stores of the MemSyco fixed-store protocol, each built by its memory system's own pipeline
+PEER_STORES = ("naive_rag", "mem0", "memgpt", "amem", "lightmem")
+STORES = ("countermem", "antipersist") + PEER_STORES
+#: what ``cfjax upliftmem stores`` runs without ``--stores``
+DEFAULT_STORES = PEER_STORES
 ROWS = (REFERENCE, NATIVE, METHOD)
+#: the system's own retrieval on its frozen store (peer stores only)
+OWN = "own_native"
 #: what ``cfjax upliftmem stores`` writes in ``--out`` besides ``suites/<suite>/`` of each of its suites
 #: (``--force`` removes exactly these)
 OWNED = ("results.json", "report.txt")
@@ -135,6 +153,62 @@ def build_antipersist(suite, world, build: Sequence, *, seed: int, out_dir: Path
                           cfg=cfg, out_dir=out_dir)
     state.freeze()
     return state
+
+
+def build_peer(name: str, suite, world, build: Sequence, *, seed: int, max_attempts: int, backbone=None):
+    """The memory system ``name`` built by its own pipeline from the memory-free episodes of ``build``
+    (episode ids ``EP_STORE + i``) with ``backbone`` (default scripted), frozen. Returns ``(system,
+    build ledger)``; the system must implement :class:`cfjax.memory.FixedStore`."""
+    from cfjax.experiments.backbones import BackboneSpec
+    from cfjax.infra.ledger import Ledger
+    from cfjax.memory import FixedStore, SystemContext, build_experience, rollout_fn
+    from cfjax.registry import MEMORY_SYSTEMS
+
+    spec = backbone or BackboneSpec("scripted")
+    bb = spec.make(suite, seed, CounterMemConfig())
+    info = MEMORY_SYSTEMS.get(name)
+    led = Ledger(f"{name}/store")
+    system = info.make(SystemContext(bb, suite.edits, max_attempts, seed, led,
+                                     rollout_fn(backbone=bb, world=world, edits=suite.edits, ledger=led,
+                                                max_attempts=max_attempts)))
+    if not isinstance(system, FixedStore):
+        raise ValueError(f"memory system {name!r} does not export its store (cfjax.memory.FixedStore)")
+    system.build(build_experience(list(build), backbone=bb, world=world, edits=suite.edits, ledger=led,
+                                  episode0=EP_STORE, max_attempts=max_attempts))
+    system.freeze()
+    return system, led
+
+
+#: episode ids of the episodes a peer store is built from
+EP_STORE = 5_000_000
+
+
+def peer_memories(name: str, system) -> list[Memory]:
+    """A frozen peer store's items as pool memories (ids and texts as the system shows them)."""
+    return [Memory(mid, text, count_tokens(text), "", meta={"store": name}) for mid, text in system.export_items()]
+
+
+def _own_native(system, executor, memories: Sequence[Memory], tasks, k: int, repeats: int, eval_seed: int) -> dict:
+    """The system's own retrieval (budget ``k``) on its frozen store, run by the same executor with the
+    same draft seeds as the other rows: outcomes, rewards and the sets shown."""
+    from cfjax.infra.ledger import Ledger
+    from cfjax.memory import RecallQuery
+
+    by_id = {m.mem_id: m for m in memories}
+    chosen = []
+    for t in tasks:
+        ids = [i for i in system.native(RecallQuery(t, (), None, eval_seed, 0), k) if i in by_id][:k]
+        chosen.append([by_id[i] for i in ids])
+    outcomes, rewards, sets = [], [], []
+    led = Ledger("own-native")
+    for r in range(repeats):
+        ex = [executor.execute(t, mems, seed=eval_seed + r, ledger=led) for t, mems in zip(tasks, chosen)]
+        outcomes.append([int(e.solved) for e in ex])
+        rewards.append([float(e.R) for e in ex])
+        sets.append([[m.mem_id for m in mems] for mems in chosen])
+    return {"outcomes": outcomes, "rewards": rewards, "sets": sets,
+            "mean_set_size": float(np.mean([len(c) for c in chosen])) if chosen else 0.0,
+            "cost": {"llm_calls": led.total.llm_calls, "tokens": led.total.tokens, "eval_calls": led.total.eval_calls}}
 
 
 # --------------------------------------------------------------------------- one (suite, store)
@@ -207,6 +281,14 @@ def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_r
             with answer_key_guard():
                 memories = countermem_memories(cm, use_conditions=cm_cfg.retrieval.use_conditions)
             info = {"kind": "countermem", "records": len(cm), "frozen": cm.frozen}
+        elif store in PEER_STORES:
+            system, led = build_peer(store, suite, world, sp.build, seed=cfg.backbone_seed,
+                                     max_attempts=cfg.training.max_attempts, backbone=spec)
+            memories = peer_memories(store, system)
+            entries = [{"mem_id": m.mem_id} for m in memories]
+            info = {"kind": store, "items": len(memories), "frozen": system.frozen, "memory": system.summary(),
+                    "build_cost": {"llm_calls": led.total.llm_calls, "tokens": led.total.tokens,
+                                   "eval_calls": led.total.eval_calls}}
         else:
             ap_cfg = APConfig()
             st = build_antipersist(suite, world, sp.build, seed=cfg.backbone_seed, out_dir=scratch / f"{name}_ap",
@@ -223,12 +305,25 @@ def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_r
             f"built on {len(sp.build)} tasks in {info['build_seconds']:.0f}s")
         with answer_key_guard():
             got = _swap(cfg, executor, name, k, memories, stream, tasks, repeats, log)
-        size_after = len(cm) if store == "countermem" else len(st.trajectories)
+        rows = ROWS
+        if store in PEER_STORES:
+            with answer_key_guard():
+                own = _own_native(system, executor, memories, tasks, k, repeats, cfg.eval_seed)
+            got["outcomes"][OWN], got["rewards"][OWN], got["sets"][OWN] = own["outcomes"], own["rewards"], own["sets"]
+            got["mean_set_size"][OWN] = own["mean_set_size"]
+            got["own_native_cost"] = own["cost"]
+            size_after = len(system.export_items())
+            rows = ROWS + (OWN,)
+        else:
+            size_after = len(cm) if store == "countermem" else len(st.trajectories)
         got["checks"]["store_unchanged"] = size_after == len(memories)
         outcomes = {name: {str(cfg.split_seed): {"task_ids": [t.task_id for t in tasks], "seeds": seeds,
                                                  "rows": got["outcomes"]}}}
-        table = summarize_rows(outcomes, ROWS, n_boot=n_boot)
+        table = summarize_rows(outcomes, rows, n_boot=n_boot)
         delta = paired_difference(clusters_from_outcomes(outcomes), METHOD, NATIVE, n_boot=n_boot, seed=0).as_dict()
+        if store in PEER_STORES:
+            got["delta_own"] = paired_difference(clusters_from_outcomes(outcomes), METHOD, OWN, n_boot=n_boot,
+                                                 seed=0).as_dict()
         out["stores"][store] = {"store": info, "entries": entries,
                                 "memories": [{"mem_id": m.mem_id, "text": m.text, "tokens": m.tokens} for m in memories],
                                 "table": table, "delta": delta, **got, "outcomes": outcomes}
@@ -242,7 +337,7 @@ def _suite(name: str, root: Path, cfg: UpliftConfig, stores: Sequence[str], ap_r
 
 # --------------------------------------------------------------------------- the experiment
 
-def run_store_swap(cfg: UpliftConfig, *, suites: Sequence[str] = ("sql",), stores: Sequence[str] = STORES,
+def run_store_swap(cfg: UpliftConfig, *, suites: Sequence[str] = ("sql",), stores: Sequence[str] = DEFAULT_STORES,
                    quick: bool = False, log: Callable[[str], None] = print, repeats: int | None = None,
                    ap_row: str = "anti_persistence", n_boot: int = 2000, root: str | Path | None = None,
                    backbone=None) -> dict:
@@ -280,11 +375,14 @@ def run_store_swap(cfg: UpliftConfig, *, suites: Sequence[str] = ("sql",), store
     summary = {}
     for st in stores:
         outcomes = {s: by_suite[s]["stores"][st]["outcomes"][s] for s in suites}
-        summary[st] = {"table": summarize_rows(outcomes, ROWS, n_boot=n_boot),
-                       "delta": paired_difference(clusters_from_outcomes(outcomes), METHOD, NATIVE, n_boot=n_boot,
-                                                  seed=0).as_dict(),
+        rows = ROWS + ((OWN,) if st in PEER_STORES else ())
+        cl = clusters_from_outcomes(outcomes)
+        summary[st] = {"table": summarize_rows(outcomes, rows, n_boot=n_boot),
+                       "delta": paired_difference(cl, METHOD, NATIVE, n_boot=n_boot, seed=0).as_dict(),
                        "mean_set_size": {r: float(np.mean([by_suite[s]["stores"][st]["mean_set_size"][r]
-                                                           for s in suites])) for r in ROWS}}
+                                                           for s in suites])) for r in rows}}
+        if st in PEER_STORES:
+            summary[st]["delta_own"] = paired_difference(cl, METHOD, OWN, n_boot=n_boot, seed=0).as_dict()
     return {"label": label, "suites": list(suites), "stores": list(stores), "rows": list(ROWS), "ap_row": ap_row,
             "repeats": reps, "eval_seeds": [cfg.eval_seed + r for r in range(reps)], "quick": quick,
             "config": {"max_tasks": cfg.max_tasks, "split_seed": cfg.split_seed, "epochs": cfg.training.epochs,
@@ -299,23 +397,29 @@ def format_store_swap(payload: dict) -> str:
     """Per suite × store: native vs UpliftMem held-out success with intervals, their paired difference and
     the mean set sizes (and, over several suites, per store with equal suite weights)."""
     lines = [f"Store swap: fixed store, fixed executor, only the retriever changes — {payload['label']}",
-             f"held-out success % [95% task-bootstrap CI]; difference = upliftmem − native, paired (points); "
+             f"held-out success % [95% task-bootstrap CI]; differences um − own and um − sim paired (points); "
              f"{payload['repeats']} eval repeat(s), {payload['config']['max_tasks'] or 'all'} tasks per split",
-             f"{'suite':<7} {'store':<12} {'|M|':>4} {'no memory':>20} {'native':>20} {'upliftmem':>20} "
-             f"{'difference':>22} {'|S| nat':>8} {'|S| um':>7}"]
+             f"{'suite':<7} {'store':<12} {'|M|':>4} {'no memory':>20} {'own native':>20} {'similarity':>20} "
+             f"{'upliftmem':>20} {'um − own':>22} {'um − sim':>22} {'|S| own':>8} {'|S| um':>7}"]
     lines.append("-" * len(lines[-1]))
 
-    def row(scope: str, store: str, size, table: dict, delta: dict, sizes: dict) -> str:
-        return (f"{scope:<7} {store:<12} {size!s:>4} {fmt_interval(table[REFERENCE]['success']):>20} "
+    def row(scope: str, store: str, size, r: dict) -> str:
+        table, sizes = r["table"], r["mean_set_size"]
+        own = fmt_interval(table[OWN]["success"]) if OWN in table else "—"
+        d_own = fmt_interval(r["delta_own"], signed=True) if r.get("delta_own") else "—"
+        return (f"{scope:<7} {store:<12} {size!s:>4} {fmt_interval(table[REFERENCE]['success']):>20} {own:>20} "
                 f"{fmt_interval(table[NATIVE]['success']):>20} {fmt_interval(table[METHOD]['success']):>20} "
-                f"{fmt_interval(delta, signed=True):>22} {sizes[NATIVE]:>8.2f} {sizes[METHOD]:>7.2f}")
+                f"{d_own:>22} {fmt_interval(r['delta'], signed=True):>22} "
+                f"{(format(sizes[OWN], '.2f') if OWN in sizes else '—'):>8} {sizes[METHOD]:>7.2f}")
 
     for s, blk in payload["by_suite"].items():
         for st, r in blk["stores"].items():
-            lines.append(row(s, st, len(r["memories"]), r["table"], r["delta"], r["mean_set_size"]))
+            lines.append(row(s, st, len(r["memories"]), r))
     if payload.get("summary"):
         for st, r in payload["summary"].items():
-            lines.append(row("all", st, "", r["table"], r["delta"], r["mean_set_size"]))
+            lines.append(row("all", st, "", r))
+    lines.append("own native = the store's own retrieval (its system's native recall, budget k); similarity = the "
+                 "pool's similarity top-k; um = UpliftMem trained on the fixed store")
     return "\n".join(lines)
 
 
@@ -356,7 +460,7 @@ def stores_main(*, out: str | Path, suites: Sequence[str] = ("sql",), stores: Se
     from cfjax.infra.io import prepare_output_dir
 
     names = resolve_suites(list(suites) or ["sql"])
-    stores = STORES if stores is None else tuple(stores)
+    stores = DEFAULT_STORES if stores is None else tuple(stores)
     bad = [s for s in stores if s not in STORES]
     if bad or not stores:
         raise ConfigError(f"--stores: unknown store(s) {bad}; choose from {' '.join(STORES)}")

@@ -28,6 +28,11 @@ Xu et al., *A-MEM: Agentic Memory for LLM Agents* (2025), §3.1–3.4; repositor
   which shows linked notes only when fewer than ``k`` notes qualify. **Mutated at retrieval**: each
   shown note's ``retrieval_count`` (+1) and ``last_accessed`` — bookkeeping the note defines, done also
   while frozen; nothing else changes.
+* **Fixed store** (:class:`~cfjax.memory.FixedStore`, the MemSyco protocol of UpliftMem §5.3 / Table 3):
+  :meth:`AmemSystem.export_items` lists every note as ``(id, content)``, the text recall shows;
+  :meth:`AmemSystem.native` is the same search with the budget ``k`` in place of :attr:`AmemSystem.k`
+  (top ``k`` by embedding plus linked notes, capped at ``k``), so ``native(q, self.k)`` is exactly the ids
+  recall shows. It is a pure query: it does not count a retrieval (recall does, when the notes are shown).
 
 Simplifications (every one):
 
@@ -225,6 +230,16 @@ class AmemSystem:
             self.notes[nid].retrieval_count += 1
             self.notes[nid].last_accessed = self._clock
         return memory_set([(nid, self.notes[nid].content) for nid in ids])
+
+    # ------------------------------------------------------------------ fixed store (MemSyco protocol)
+    def export_items(self) -> list[tuple[str, str]]:
+        """Every note as ``(id, content)`` in insertion order, the text as a memory set shows it."""
+        return [(n.id, n.content.strip()) for n in self.notes.values()]
+
+    def native(self, query: RecallQuery, k: int) -> list[str]:
+        """A-MEM's own retrieval with budget ``k``: :meth:`search` for the task question (never the task's
+        own notes); no retrieval is counted (module docstring)."""
+        return self.search(task_key(query.task), k, query.task.task_id)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: Path) -> None:

@@ -31,6 +31,11 @@ The pipeline here (:class:`LightMemSystem`):
    LIGHTMEM_UPDATE per entry that has candidates, then every ``delete`` / ``update`` applied;
 5. *recall*: the ``retrieve_k`` (10) entries most similar (cosine) to the question + draft, never the
    query task's own entries, shown as one memory set. Recall mutates nothing.
+6. *fixed store* (:class:`~cfjax.memory.FixedStore`, the MemSyco protocol of UpliftMem §5.3 / Table 3):
+   :meth:`LightMemSystem.export_items` lists every long-term entry (in time order) as recall shows it;
+   :meth:`LightMemSystem.native` is the same similarity top-``k`` with the budget ``k`` in place of
+   ``retrieve_k``, so ``native(q, retrieve_k)`` is exactly the ids recall shows. Pending buffer contents
+   are not items (a frozen store has none: :meth:`freeze` flushes them).
 
 **Simplifications.** Turns are attempts, not chat messages; token counts are the harness's estimate,
 not the memory model's tokenizer; upstream's coarse attention-based segmenter (LLMLingua-2) is left out
@@ -289,8 +294,18 @@ class LightMemSystem:
     def recall(self, query: RecallQuery) -> MemoryText | None:
         """The ``retrieve_k`` most similar entries to the question and draft (never the task's own)."""
         text = f"{query.task.question}\n{query.draft or ''}"
-        hits = self.index.topk(text, self.retrieve_k, keep=lambda i: self.entries[i].source != query.task.task_id)
-        return memory_set([(i, self.entries[i].text) for i, _ in hits])
+        return memory_set([(i, self.entries[i].text) for i in self.native(query, self.retrieve_k)])
+
+    # ------------------------------------------------------------------ fixed store (MemSyco protocol)
+    def export_items(self) -> list[tuple[str, str]]:
+        """Every long-term entry as ``(id, text)`` in time order, the text as a memory set shows it."""
+        return [(e.id, e.text.strip()) for e in sorted(self.entries.values(), key=lambda x: x.seq)]
+
+    def native(self, query: RecallQuery, k: int) -> list[str]:
+        """LightMem's own retrieval with budget ``k``: the ``k`` entries most similar to the question and
+        draft, never the task's own (mutates nothing)."""
+        text = f"{query.task.question}\n{query.draft or ''}"
+        return [i for i, _ in self.index.topk(text, k, keep=lambda i: self.entries[i].source != query.task.task_id)]
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: Path) -> None:

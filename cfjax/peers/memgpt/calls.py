@@ -93,6 +93,7 @@ class StepRequest:
     n_archival: int = 0
     n_recall: int = 0
     warning: str = ""  # the memory-pressure warning, "" below the threshold
+    page_size: int = 5  # results per page of the searches (the tool list says it)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def render_step(req: StepRequest) -> str:
                      for label, value, limit in req.core)
     msgs = "\n".join(m.render() for m in req.history) or "(none)"
     turn = "\n".join(m.render() for m in req.turn) or "(none)"
-    tools = "\n".join(f"- {name}({sig}): {doc}" for name, (sig, doc) in TOOLS.items())
+    tools = "\n".join(f"- {name}({sig}): {doc.format(page=req.page_size)}" for name, (sig, doc) in TOOLS.items())
     warn = f"\n\n{req.warning}" if req.warning else ""
     return (
         f"{system_line(t)}\n\nYou manage your own memory with tool calls (MemGPT). Core memory is always in "

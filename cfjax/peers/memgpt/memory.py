@@ -25,6 +25,19 @@ memory's shown blocks (default ``task_knowledge``), entry by entry, plus every a
 turn's searches returned, each distinct text once. Recall-time calls (steps and summaries) are
 evaluation cost (``query.ledger``); memorise-time calls are build cost (``verification=True``).
 
+**Fixed store** (:class:`~cfjax.memory.FixedStore`, the MemSyco protocol of UpliftMem §5.3 / Table 3).
+:meth:`~MemGPTSystem.export_items` lists the entries of the shown core blocks (``core.<block>.<i>``, each
+distinct text once) and then every archival passage (``a<n>``), ids and texts as a memory set shows
+them. :meth:`~MemGPTSystem.native` with budget ``k`` is a recall turn — the model's own search, so it
+makes the MEMGPT_STEP calls of a recall turn, charged like recall (``query.ledger``, else
+``ctx.ledger``) — with the archival search page size set to ``k`` for that turn only (a view of the same
+archival storage; the step prompt's tool list says so), its memory set capped at ``k``
+items. Core entries count toward ``k`` and come first: when the core entries alone exceed ``k`` the
+first ``k`` are kept and no passage is shown. So ``native(q, page_size)`` is the first ``page_size`` ids
+of what recall shows — equal to recall only when the recall turn shows at most ``page_size`` items
+(recall itself is uncapped: core entries plus every passage of every page the turn read). It mutates
+what a recall turn mutates (module docstring, *Frozen*), plus the ``native_turns`` counter.
+
 **Frozen.** :meth:`update` raises :class:`~cfjax.memory.FrozenMemoryError`. A recall turn runs on a
 copy of the frozen queue and summary (its messages and any summary are discarded, so held-out tasks
 never see one another, whatever order they run in); write tools return the tool error ``memory is
@@ -121,7 +134,7 @@ class MemGPTSystem:
         self.queue = _Queue([], "")
         self.core_sources: dict[str, str] = {}  # core text → the task whose turn wrote it
         self.counts = {"memorise_turns": 0, "recall_turns": 0, "tool_steps": 0, "searches": 0, "parse_failures": 0,
-                       "tool_errors": 0, "summaries": 0}
+                       "tool_errors": 0, "summaries": 0, "native_turns": 0}
         self.frozen = False
         self._lock = threading.RLock()
 
@@ -165,13 +178,15 @@ class MemGPTSystem:
 
     # ------------------------------------------------------------------ the tool loop
     def _turn(self, q: _Queue, event: Message, base: dict, ledger: Ledger, *, verification: bool,
-              persist: bool) -> list[tuple[str, str]]:
-        """One turn of the tool loop; the archival passages its searches returned, in order."""
+              persist: bool, archival: Archival | None = None) -> list[tuple[str, str]]:
+        """One turn of the tool loop; the archival passages its searches returned, in order
+        (``archival``: the storage its tools act on, default :attr:`archival`)."""
         task: Task = base["task"]
+        archival = archival or self.archival
         turn = [event]
         read: dict[str, str] = {}
         for step in range(self.config.max_steps):
-            req = self._request(q, turn, base, step)
+            req = dataclasses.replace(self._request(q, turn, base, step), page_size=archival.page_size)
             tokens = self.context_tokens(req)
             for _ in range(8):
                 if tokens <= self.config.context_budget or not self._evict(q, task, len(turn), ledger, verification):
@@ -186,7 +201,7 @@ class MemGPTSystem:
                 self.counts["parse_failures"] += int(res.parse_failed)
             if res.tool is None:
                 break
-            out = execute(res.tool, res.args, core=self.core, archival=self.archival, recall=self.recall_storage,
+            out = execute(res.tool, res.args, core=self.core, archival=archival, recall=self.recall_storage,
                           frozen=self.frozen, task_id=task.task_id,
                           on_core_write=lambda text: self.core_sources.__setitem__(text, task.task_id))
             with self._lock:
@@ -231,6 +246,12 @@ class MemGPTSystem:
     # ------------------------------------------------------------------ recall
     def recall(self, query: RecallQuery) -> MemoryText | None:
         """A recall turn (module docstring); the core entries and the passages it read as one memory set."""
+        with self._lock:
+            self.counts["recall_turns"] += 1
+        return memory_set(self._recall_items(query, self.archival))
+
+    def _recall_items(self, query: RecallQuery, archival: Archival) -> list[tuple[str, str]]:
+        """The items a recall turn over ``archival`` shows (:meth:`shown_items`)."""
         t = query.task
         ledger = query.ledger or self.ctx.ledger
         event = Message("user", f"Decision on task {t.task_id}, attempt {query.attempt + 1}.\nTask: {t.question}\n"
@@ -239,18 +260,21 @@ class MemGPTSystem:
                         t.task_id)
         base = dict(task=t, mode="recall", trajectory=tuple(query.history), draft=query.draft, episode=query.episode,
                     attempt=query.attempt)
-        with self._lock:
-            self.counts["recall_turns"] += 1
         if self.frozen:
             q = _Queue(list(self.queue.messages), self.queue.summary)
-            read = self._turn(q, event, base, ledger, verification=False, persist=False)
+            read = self._turn(q, event, base, ledger, verification=False, persist=False, archival=archival)
         else:
             with self._lock:
-                read = self._turn(self.queue, event, base, ledger, verification=False, persist=True)
-        return self.shown(t, read)
+                read = self._turn(self.queue, event, base, ledger, verification=False, persist=True,
+                                  archival=archival)
+        return self.shown_items(t, read)
 
     def shown(self, task: Task, read: Sequence[tuple[str, str]]) -> MemoryText | None:
-        """The memory set: shown core entries not written by ``task``, then the passages read, each text once."""
+        """The memory set of :meth:`shown_items`."""
+        return memory_set(self.shown_items(task, read))
+
+    def shown_items(self, task: Task, read: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Shown core entries not written by ``task``, then the passages read, each text once."""
         items: list[tuple[str, str]] = []
         seen: set[str] = set()
         for b in self.config.shown_blocks:
@@ -263,7 +287,31 @@ class MemGPTSystem:
             if text.strip() not in seen:
                 seen.add(text.strip())
                 items.append((aid, text))
-        return memory_set(items)
+        return items
+
+    # ------------------------------------------------------------------ fixed store (MemSyco protocol)
+    def export_items(self) -> list[tuple[str, str]]:
+        """Every item recall can show, ids and texts as a memory set shows them (module docstring): the
+        shown core blocks' entries (each distinct text once), then every archival passage."""
+        items: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for b in self.config.shown_blocks:
+            for i, entry in enumerate(core_entries(self.core.blocks[b]), 1):
+                if entry not in seen:
+                    seen.add(entry)
+                    items.append((f"core.{b}.{i}", entry.strip()))
+        items += [(aid, text.strip()) for aid, text in self.archival.texts.items()]
+        return items
+
+    def native(self, query: RecallQuery, k: int) -> list[str]:
+        """MemGPT's own retrieval with budget ``k``: a recall turn whose archival searches page by ``k``,
+        its items capped at ``k``, core entries first (module docstring, *Fixed store*)."""
+        if k <= 0:
+            return []
+        with self._lock:
+            self.counts["native_turns"] += 1
+        view = dataclasses.replace(self.archival, page_size=k)  # same passages and index, pages of k
+        return [i for i, _ in self._recall_items(query, view)][:k]
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: Path) -> None:

@@ -154,7 +154,7 @@ TOOLS: dict[str, tuple[str, str]] = {
                             "replace exact text in a core memory block (new = \"\" deletes it)"),
     "archival_memory_insert": ('{"text": str}', "store a passage in archival memory (unlimited, searchable)"),
     "archival_memory_search": ('{"query": str, "page": int}',
-                               "semantic search of archival memory, 5 results per page (page 0 first)"),
+                               "semantic search of archival memory, {page} results per page (page 0 first)"),
     "conversation_search": ('{"query": str, "page": int}',
                             "text search of the full message history (recall storage), 5 per page"),
 }
