@@ -428,6 +428,19 @@ class FakeLLMServer:
             return [r.prompt for r in sorted(self.requests, key=_arrival) if r.method == "POST"]
 
     @property
+    def arrived(self) -> int:
+        """How many chat requests have arrived (a request is recorded only when its handler answers)."""
+        with self._lock:
+            return self._index
+
+    def settle(self, timeout_s: float = 5.0) -> None:
+        """Wait until every chat request that arrived is recorded: a stalled handler whose client gave up
+        (and retried) records its request only when the stall ends, after the client's call returned."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.chat_requests) < self.arrived and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    @property
     def chat_requests(self) -> list[RecordedRequest]:
         """The chat requests (those with an arrival index), in arrival order."""
         with self._lock:

@@ -3,8 +3,9 @@
 The domain's constants (:class:`~cfjax.uplift.synthetic.SyntheticSpec`), the decision metrics and the
 probe study (:mod:`cfjax.experiments.upliftmem.probe_study`: headroom first, then every strategy against
 random on the beam-choice regret and local-comparison accuracy of the probed tasks). The study's figures
-(24 fresh seeds, ``cfjax upliftmem probe-study``) are in its closing note of issue 22; the test runs 8
-seeds and 4 strategies (``pytest -s`` prints them) and asserts only that the study is powered and that
+(24 fresh seeds, ``cfjax upliftmem probe-study``) are in its closing note of issue 22; the test runs 5
+seeds and 4 strategies (8 before issue 24's test-time cut; the headroom 0.129 still exceeds the widest
+half-width 0.100) (``pytest -s`` prints them) and asserts only that the study is powered and that
 training helps — never a direction between strategies.
 """
 
@@ -18,7 +19,7 @@ from cfjax.uplift import SetExecutor
 from cfjax.uplift.synthetic import (KINDS, SyntheticDomain, SyntheticExecutor, SyntheticSpec, paired_bootstrap,
                                     set_ranking)
 
-STUDY_SEEDS = range(8)
+STUDY_SEEDS = range(5)
 BUDGETS = (16, 32, 64)  # the probe study's (cfjax.experiments.upliftmem.probe_study.BUDGETS)
 STRATEGIES = ("evsi", "random", "oracle_err", "none")  # "none": the same updates without new labels (control)
 
