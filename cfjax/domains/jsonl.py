@@ -10,8 +10,11 @@ line of a file must name the same one. The domain's fields are documented by its
 * ``python`` (:mod:`cfjax.domains.python.user`) — a buggy function (``source`` or ``source_path``)
   with QuixBugs-style input/output ``cases`` or a ``tests_path`` file; the fix (``fix``) is optional;
 * ``sat`` (:mod:`cfjax.domains.sat.user`) — an encoding task over an instance of the SAT/SMT world
-  (``instance``, or a DIMACS CNF formula: ``dimacs`` / ``dimacs_path``), the verifier's ``rules``
-  (the checker settings) and optionally an encoding to repair (``start``).
+  (``instance``), the verifier's ``rules`` (the checker settings) and optionally an encoding to
+  repair (``start``); or a DIMACS CNF formula (``dimacs`` / ``dimacs_path``) to *answer*: the action
+  is a satisfying assignment (``v 1 -2 3 0``), checked clause by clause, or the claim ``UNSAT``,
+  checked by the solver (optional ``expect: "sat" | "unsat"``, an answer key for analysis; the
+  loader warns when the formula cannot be solved as stated).
 
 Fields every domain accepts (all optional):
 
@@ -56,7 +59,9 @@ user suite is each domain's *gold-free* drafter (``UserSQLScript``, ``UserPyScri
 :class:`cfjax.domains.drafting.GoldFreeDrafting`), which holds no answer key and reads only what a
 real model's prompt shows (question, context, observable attributes). Those modules are marked
 agent-side (:data:`cfjax.types.AGENT_SIDE_MARKER`): the answer-key guard watches them. Its drafts are a template query (SQL) or one seeded
-rule edit of the program / encoding the line gives (Python, SAT); it knows no true fix, so Module
+rule edit of the program / encoding the line gives (Python, SAT; a DIMACS formula without a start:
+an answer by unit propagation and a seeded descent, documented in ``cfjax.domains.sat.user_draft``);
+it knows no true fix, so Module
 I's alternatives are rule edits that only the world tells apart. The competence table of
 :mod:`cfjax.llm.scripted` (``p_error``, ``p_propose_fix``) does not apply — there is no key to
 slip from; ``p_noise``, memory following, distillation, the judge and the writers work as

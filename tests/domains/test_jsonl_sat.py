@@ -1,8 +1,11 @@
-"""``--suite jsonl:PATH`` with SAT/SMT encoding rows (issue 14).
+"""``--suite jsonl:PATH`` with SAT/SMT encoding rows (issue 14) and DIMACS answer rows.
 
 Tiny instances written by the test: a three-region map to colour (SAT) inline, and a two-job
 schedule (SMT) in an instance file; the verifier's rules are the checker settings, so success needs
 no gold. Checks loading, the gold check, the gold-free drafter, and one malformed-line case per field.
+DIMACS rows: the task is to answer the formula (an assignment or UNSAT), the answer edits, the
+refusal of old-style (encoding) rows and the loader's warnings. SATLIB-style formulas run through the
+whole pipeline in ``tests/domains/sat/test_dimacs_tasks.py``.
 """
 
 from __future__ import annotations
@@ -147,30 +150,106 @@ TINY_CNF = "c a tiny formula\np cnf 3 3\n1 -2 0\n2 3\n0 -1 -3 0\n%\n0\n"
 
 
 def cnf_row(**kw) -> dict:
-    return {"domain": "sat", "question": "Encode the formula; variable 3 must be false.",
+    return {"domain": "sat", "question": "Answer the formula; variable 3 must be false.",
             "dimacs_path": "cnf/tiny.cnf", "rules": [{"rule": "clauses"}, {"rule": "assign", "var": 3, "value": False}]} | kw
 
 
-def test_dimacs_rows_load_and_grade(d):
+def test_dimacs_rows_are_answered_not_encoded(d, capsys):
+    """A DIMACS task's action is an assignment or an UNSAT claim, checked by the world (issue: it was
+    solved by copying the formula shown)."""
     (d / "cnf").mkdir()
     (d / "cnf" / "tiny.cnf").write_text(TINY_CNF)
     inline = "p cnf 2 2\n1 2 0\n-1 -2 0\n"  # exactly one of two
-    s = JSONLSuite.build(d / "root", write(d, [cnf_row(id="c1"), cnf_row(id="c2", rules=None),
-                                              {"domain": "sat", "id": "x1", "question": "Encode it.", "dimacs": inline,
-                                               "gold": "x[v1] | x[v2]\n~x[v1] | ~x[v2]"}]))
-    c1, c2, x1 = s.tasks
+    s = JSONLSuite.build(d / "root", write(d, [cnf_row(id="c1", expect="sat"), cnf_row(id="c2", rules=None),
+                                              {"domain": "sat", "id": "x1", "dimacs": inline, "gold": "v 1 -2 0"},
+                                              {"domain": "sat", "id": "u1", "dimacs": "p cnf 1 2\n1 0\n-1 0\n",
+                                               "gold": "UNSAT", "expect": "unsat"}]))
+    assert capsys.readouterr().err == ""  # every formula is solvable as stated: no warning
+    c1, c2, x1, u1 = s.tasks
     assert c1.env_id == "tiny" and c1.domain == "sat" and x1.env_id.startswith("cnf_")
-    assert "x[v1] | ~x[v2]" in c1.context and "VARS = {v1, v2, v3}" in c1.context
-    assert s.loader.rules[c2.task_id] == ({"rule": "clauses"},)  # the default checker settings
+    assert "p cnf 3 3\n1 -2 0\n2 3 0\n-1 -3 0" in c1.context and "v 1 -2 3 0" in c1.context
+    assert "Also required: variable 3 is false" in c1.context and "Also required" not in c2.context
+    assert "constraint group" not in c1.context and "expect" not in c1.context  # no language, no answer key
+    assert s.keys[c1.task_id].extra == {"expect": "sat"} and s.keys[c2.task_id].extra == {}
+    assert s.keys[x1.task_id].gold == "s SATISFIABLE\nv 1\nv -2"  # the canonical answer
+    assert s.loader.rules[c2.task_id] == ({"rule": "clauses"},)  # the default requirements
+    assert x1.question.startswith("Find an assignment")  # the default question
     w = s.world()
     transcription = "x[v1] | ~x[v2]\nx[v2] | x[v3]\n~x[v1] | ~x[v3]"
-    assert w.evaluate(c2, transcription).solved
-    out = w.evaluate(c1, transcription)  # the stated requirement is missing from the encoding
-    assert not out.solved and "variable 3 is false" in out.feedback
-    assert w.evaluate(c1, transcription + "\n~x[v3]").solved
-    sd = s.scripted_domain()  # without a start, the drafter transcribes the formula the context shows
-    assert sd.draft(c2, 0, random.Random(0), ScriptedConfig()) == transcription
-    assert sd.draft(c2, 1, random.Random(1), ScriptedConfig()) != transcription
+    out = w.evaluate(c2, transcription)  # copying the formula no longer solves anything
+    assert not out.solved and out.error == "parse_error" and out.completed
+    assert w.evaluate(c2, "v -1 -2 3 0").solved and w.evaluate(c2, "1 2 -3").solved
+    out = w.evaluate(c1, "v -1 -2 3 0")  # every clause holds, the stated requirement does not
+    assert not out.solved and "variable 3 is false" in out.feedback and 0 < out.score < 1
+    assert w.evaluate(c1, "s SATISFIABLE\nv 1\nv 2\nv -3").solved
+    out = w.evaluate(c2, "v 1 -2 3")  # clause 3 (-1 -3) is violated
+    assert not out.solved and "1 of the 3 clauses unsatisfied: clause 3." in out.feedback
+    out = w.evaluate(c2, "UNSAT")
+    assert (out.score, out.solved) == (0.0, False) and "UNSAT claim is wrong" in out.feedback
+    assert w.evaluate(u1, "s UNSATISFIABLE").solved and not w.evaluate(u1, "v 1").solved
+    sd = s.scripted_domain()  # the drafter answers by its descent, never by copying the formula
+    drafts = [sd.draft(c2, a, random.Random(a), ScriptedConfig()) for a in range(8)]
+    assert all(sd.edits.units(x)[0].kind == "verdict" for x in drafts) and transcription not in drafts
+    assert any(w.evaluate(c2, x).solved for x in drafts)
+    assert sd.draft(u1, 0, random.Random(0), ScriptedConfig()) == "s UNSATISFIABLE"  # refuted by propagation
+
+
+def test_dimacs_answers_edit_one_literal_or_the_claim(d):
+    s = JSONLSuite.build(d / "root", write(d, [{"domain": "sat", "id": "a", "dimacs": TINY_CNF,
+                                                "start": "v 1 2 3 0"}]))
+    ed, t = s.edits, s.tasks[0]
+    assert "# An answer to repair:\ns SATISFIABLE\nv 1\nv 2\nv 3" in t.context
+    start = s.loader.starts[t.task_id]
+    assert [u.kind for u in ed.units(start)] == ["verdict", "literal", "literal", "literal"]
+    assert ed.rule_edits(start) == [(1, "v -1"), (2, "v -2"), (3, "v -3"), (0, "s UNSATISFIABLE")]
+    assert ed.replace_unit(start, 1, "v -1") == "s SATISFIABLE\nv -1\nv 2\nv 3"
+    claim = ed.replace_unit(start, 0, "UNSAT")
+    assert ed.rule_edits(claim) == [(0, "s SATISFIABLE")]  # under UNSAT only the switch back
+    assert ed.diff_units(start, claim)[0] == 0
+    assert ed.transfer("v 3", "v -3", "s SATISFIABLE\nv -1\nv 3") == "s SATISFIABLE\nv -1\nv -3"
+    assert ed.transfer("v 3", "v -3", "s SATISFIABLE\nv -1") is None
+    w, sd = s.world(), s.scripted_domain()
+    drafts = [sd.draft(t, a, random.Random(a), ScriptedConfig()) for a in range(12)]
+    assert all(ed.diff_units(start, x) is not None for x in drafts)  # one unit from the start
+    assert any(w.evaluate(t, x).solved for x in drafts)  # flipping 1 or 3 repairs it
+
+
+def test_old_style_dimacs_rows_are_refused_in_one_line(d):
+    e = _err(d, [{"domain": "sat", "question": "Encode it.", "dimacs": TINY_CNF,
+                  "gold": "x[v1] | ~x[v2]\nx[v2] | x[v3]\n~x[v1] | ~x[v3]"}])
+    assert (e.line, e.field) == (1, "gold") and "now answered, not encoded" in str(e) and "\n" not in str(e)
+    e = _err(d, [{"domain": "sat", "dimacs": TINY_CNF, "start": "x[v1] | x[v2]"}])
+    assert (e.line, e.field) == (1, "start") and "now answered, not encoded" in str(e)
+    e = _err(d, [{"domain": "sat", "dimacs": TINY_CNF, "gold": "v 1 -2 3"}])  # an answer, but a wrong one
+    assert (e.line, e.field) == (1, "gold") and "gold answer does not solve" in str(e) and "clause 3" in str(e)
+    e = _err(d, [{"domain": "sat", "dimacs": TINY_CNF, "expect": "maybe"}])
+    assert (e.line, e.field) == (1, "expect")
+    e = _err(d, [{"domain": "sat", "dimacs": TINY_CNF, "expect": "unsat", "gold": "v -1 -2 3"}])
+    assert (e.line, e.field) == (1, "expect") and "claims SAT" in str(e)
+    cnf = {"env_id": "f", "solver": "sat", "problem": "cnf", "sets": {"VARS": ["v1"]}, "vars": {"x": ["VARS"]},
+           "data": {"var": "x", "clauses": [[1]]}}
+    e = _err(d, [map_row(instance=cnf)])
+    assert (e.line, e.field) == (1, "instance") and "dimacs" in str(e)
+
+
+def test_unsolvable_dimacs_rows_warn_in_one_line(d, capsys, monkeypatch):
+    import cfjax.domains.sat.user as user
+
+    rows = [{"domain": "sat", "id": "a", "dimacs": TINY_CNF, "expect": "unsat"},
+            {"domain": "sat", "id": "b", "dimacs": "p cnf 1 2\n1 0\n-1 0\n", "expect": "sat"},
+            {"domain": "sat", "id": "c", "question": "Encode the formula.", "dimacs": TINY_CNF}]
+    lf = load(write(d, rows))
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(x.startswith("cfjax: warning: ") for x in err) and err == \
+        ["cfjax: warning: " + w for w in lf.loader.warnings]
+    assert ":1: field 'expect': is 'sat'" not in err[0] and ":1: field 'expect': is 'unsat'" in err[0]
+    assert ":2: field 'expect': is 'sat', but the solver proves the formula unsatisfiable" in err[1]
+    assert ":3: field 'question': asks for an encoding" in err[2]
+    monkeypatch.setattr(user, "decide", lambda *a, **k: "timeout")  # a formula too hard for the time limit
+    lf = load(write(d, rows[:1]))
+    assert len(lf.loader.warnings) == 1 and "does not decide the formula within 2 s" in lf.loader.warnings[0]
+    load(write(d, rows[:1]), check=False)  # worker processes re-open the suite silently
+    assert capsys.readouterr().err.count("\n") == 1
 
 
 @pytest.mark.parametrize("text, msg", [

@@ -4,8 +4,12 @@
   :mod:`cfjax.domains.sat.sat_world` language, kind ``"group"``), printed canonically.
 * :class:`SMTEdits` — a unit is one top-level SMT-LIB command (kind
   ``"assert"``, ``"declare"`` or ``"command"``), printed canonically on one line.
+* :class:`~cfjax.domains.sat.cnf.AnswerEdits` — a unit is the verdict line or one
+  literal of an answer to a DIMACS formula (user suites, :mod:`cfjax.domains.sat.cnf`;
+  rule edits: flip one literal's sign, switch the SAT/UNSAT claim).
 * :class:`SatSmtEdits` — the suite's edit model: dispatches on the syntax of
-  the action (an SMT-LIB script starts with ``(``; a SAT line never does).
+  the action (an SMT-LIB script starts with ``(``; a SAT line never does; an
+  answer's first line is a verdict or literals, :func:`~cfjax.domains.sat.cnf.is_answer`).
 
 Rule operators (:meth:`rule_edits`), each changing exactly one unit:
 
@@ -486,17 +490,25 @@ class SMTEdits(EditModel):
 
 
 class SatSmtEdits(EditModel):
-    """The SAT suite's edit model: SMT-LIB scripts go to :class:`SMTEdits`, everything else to
-    :class:`SATEdits` (see :func:`is_smt`)."""
+    """The SAT suite's edit model: SMT-LIB scripts go to :class:`SMTEdits`, answers to DIMACS
+    formulas to :class:`~cfjax.domains.sat.cnf.AnswerEdits`, everything else to :class:`SATEdits`
+    (see :func:`is_smt`, :func:`~cfjax.domains.sat.cnf.is_answer`)."""
 
     name = "sat"
 
     def __init__(self) -> None:
+        from cfjax.domains.sat.cnf import AnswerEdits
+
         self.sat = SATEdits()
         self.smt = SMTEdits()
+        self.cnf = AnswerEdits()
 
     def _for(self, text: str) -> EditModel:
-        return self.smt if is_smt(text) else self.sat
+        from cfjax.domains.sat.cnf import is_answer
+
+        if is_smt(text):
+            return self.smt
+        return self.cnf if is_answer(text) else self.sat
 
     def units(self, action: str) -> list[Unit]:
         return self._for(action).units(action)
@@ -512,7 +524,7 @@ class SatSmtEdits(EditModel):
 
     def transfer(self, before: str, after: str, target: str, env: Any = None) -> str | None:
         ed = self._for(target)
-        if is_smt(before) != (ed is self.smt):
+        if self._for(before) is not ed:
             return None
         return ed.transfer(before, after, target, env)
 
@@ -520,6 +532,6 @@ class SatSmtEdits(EditModel):
         return self._for(unit_text).signature(unit_text)
 
     def diff_units(self, before: str, after: str) -> tuple[int, Unit, Unit] | None:
-        if is_smt(before) != is_smt(after):
+        if self._for(before) is not self._for(after):
             return None
         return self._for(before).diff_units(before, after)

@@ -59,7 +59,8 @@ verifier; the **worse** one is reported:
 * ``score`` = fraction of the verifier's checks the solution passes
   (``solved`` iff all pass; with ``partial_credit=False`` a failure scores 0);
 * unsatisfiable encoding → score 0, completed, feedback "the encoding is
-  unsatisfiable" (``feedback="rich"``: "…, but the problem has a solution"; ``error=None``);
+  unsatisfiable" (``error=None``; ``feedback="rich"`` adds "but the problem has a solution" only
+  where the world has solved the stated requirements — see :meth:`SATWorld.problem_status`);
 * a syntax or semantic error (unknown variable or set, an element outside its
   index set, a wrong arity, an absurd number) → score 0, completed,
   ``error="parse_error"``;
@@ -95,11 +96,15 @@ What else it says is a world option:
       The encoding is satisfiable, but a solution it admits violates 2 stated requirements:
       shift mon_am has at least 2 staff; shift tue_pm has at least 2 staff.
 
-* ``"rich"``: the diagnostic text of earlier versions, which adds what only
-  the reference knows or the verifier computes — that the problem *has* a
-  solution (so an unsatisfiable encoding is "too strong"), which extreme
-  solution failed, and how many of the verifier's grounded checks it passed
-  (``passes only 14 of 16 checks``; the score).
+* ``"rich"``: the diagnostic text of earlier versions, which adds what the
+  verifier computes — whether the problem *has* a solution (for an
+  unsatisfiable encoding: the world solves the verifier's own checks once per
+  task, :meth:`SATWorld.problem_status`; "but the problem has a solution: some
+  constraint is too strong" only when it found one, "and so are the stated
+  requirements" when it proved there is none, plain "unsatisfiable" when it
+  could not decide), which extreme solution failed, and how many of the
+  verifier's grounded checks it passed (``passes only 14 of 16 checks``; the
+  score). Feedback never states what the world does not know.
 
 ``score``/``solved`` never depend on the option.
 Parsing is memoised (a pure function of the text) in LRU memos bounded by an
@@ -529,7 +534,13 @@ def _clip(text: str, limit: int = MAX_FEEDBACK) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+#: the ``"rich"`` text of an unsatisfiable encoding once the world has found a solution of the requirements
 UNSAT_FEEDBACK = "The encoding is unsatisfiable, but the problem has a solution: some constraint is too strong."
+#: the ``"rich"`` text of an unsatisfiable encoding once the world has proved the requirements unsatisfiable
+UNSAT_PROBLEM_FEEDBACK = ("The encoding is unsatisfiable, and so are the stated requirements: no assignment meets "
+                          "them all.")
+#: ``Check`` operator → the cardinality keyword of the grounder (the requirements solved as CNF)
+_CARD_OF_OP = {"==": "exactly", ">=": "atleast", "<=": "atmost", ">": "morethan", "<": "lessthan"}
 #: the ``"user"`` text of an unsatisfiable encoding (nothing about whether the problem has a solution)
 USER_UNSAT_FEEDBACK = "The encoding is unsatisfiable: no assignment satisfies all of its constraints."
 
@@ -603,7 +614,8 @@ class SATWorld:
       lex_conflicts: conflict budget of each probe of the lexicographic search (keeps it fast on
         tight cardinality instances, where proving a probe impossible is pigeonhole-hard).
       feedback: ``"user"`` (default: errors, unsatisfiable, the violated stated requirements) or
-        ``"rich"`` (also that the problem has a solution, the failing extreme and the checks passed).
+        ``"rich"`` (also whether the problem has a solution where the world has decided it,
+        :meth:`problem_status`; the failing extreme and the checks passed).
     """
 
     def __init__(self, instances: Mapping[str, SATInstance], rules: Mapping[str, Sequence[Mapping[str, Any]]], *,
@@ -623,6 +635,7 @@ class SATWorld:
         self._tables: dict[str, _VarTable] = {}
         self._checks: dict[str, tuple[Check, ...]] = {}
         self._compiled: dict[str, tuple] = {}
+        self._status: dict[str, str] = {}
 
     # ---------------------------------------------------------------- helpers
     def _instance(self, env_id: str) -> SATInstance:
@@ -695,6 +708,60 @@ class SATWorld:
             models.append(res)
         return models
 
+    def problem_status(self, task: Task) -> str:
+        """Whether the task's stated requirements have a solution, as far as the world knows:
+        ``"sat"`` (the solver found an assignment that passes every check — confirmed by the
+        verifier), ``"unsat"`` (the checks, grounded as CNF, are unsatisfiable) or ``"unknown"``
+        (too large, out of time — ``timeout_s`` of its own — or an operator the grounder lacks).
+        Computed once per task (the verifier's own checks are the faithful encoding)."""
+        st = self._status.get(task.task_id)
+        if st is None:
+            st = self._status[task.task_id] = self._decide_requirements(task)
+        return st
+
+    def _decide_requirements(self, task: Task) -> str:
+        from pysat.solvers import Solver
+
+        table = self._table(task.env_id)
+        deadline = time.perf_counter() + self.timeout_s
+        g = _Grounder(self._instance(task.env_id), table, self.max_clauses, self.max_vars, deadline)
+        try:
+            for chk in self.checks(task):
+                for lits, op, k in chk.terms:
+                    if op not in _CARD_OF_OP:
+                        return "unknown"
+                    g.card([table.id(v, idx) * (1 if want else -1) for v, idx, want in lits], _CARD_OF_OP[op], k)
+        except EncodingError:
+            return "unknown"
+        if g.unsat:
+            return "unsat"
+        with Solver(name=self.solver, bootstrap_with=g.clauses) as s:
+            timer = threading.Timer(max(0.0, deadline - time.perf_counter()), s.interrupt)
+            timer.daemon = True
+            timer.start()
+            try:
+                res = s.solve_limited(expect_interrupt=True)
+            finally:
+                timer.cancel()
+            if res is None:
+                return "unknown"
+            if not res:
+                return "unsat"
+            model = s.get_model() or []
+        vals = [False] * (table.n + 1)
+        for lit in model:
+            if 0 < abs(lit) <= table.n:
+                vals[abs(lit)] = lit > 0
+        _, failed = self._score(self._compiled_checks(task), vals)
+        return "unknown" if failed else "sat"
+
+    def _unsat_feedback(self, task: Task) -> str:
+        """What the world says of an unsatisfiable encoding (never more than it knows)."""
+        if self.feedback != "rich":
+            return USER_UNSAT_FEEDBACK
+        st = self.problem_status(task)
+        return UNSAT_FEEDBACK if st == "sat" else UNSAT_PROBLEM_FEEDBACK if st == "unsat" else USER_UNSAT_FEEDBACK
+
     def _timeout_text(self) -> str:
         return f"Timeout: the solver did not finish within {self.timeout_s:g} s."
 
@@ -727,14 +794,13 @@ class SATWorld:
             prefix = "Parse error" if e.kind == "parse_error" else "Too large"
             return Outcome(0.0, False, True, _clip(f"{prefix}: {e.message}"), e.kind, time.perf_counter() - start)
         rich = self.feedback == "rich"
-        unsat_fb = UNSAT_FEEDBACK if rich else USER_UNSAT_FEEDBACK
         if unsat:
-            return Outcome(0.0, False, True, unsat_fb, None, time.perf_counter() - start)
+            return Outcome(0.0, False, True, self._unsat_feedback(task), None, time.perf_counter() - start)
         res = self._solve(clauses, table.n, start + self.timeout_s)
         if res == "timeout":
             return Outcome(0.0, False, False, self._timeout_text(), "timeout", time.perf_counter() - start)
         if res == "unsat":
-            return Outcome(0.0, False, True, unsat_fb, None, time.perf_counter() - start)
+            return Outcome(0.0, False, True, self._unsat_feedback(task), None, time.perf_counter() - start)
         worst: tuple[int, list[str], str] | None = None
         for vals, label in zip(res, ("largest", "smallest")):
             passed, failed = self._score(compiled, vals)

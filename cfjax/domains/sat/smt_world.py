@@ -42,7 +42,8 @@ the task's own verifier (its stated precedences, deadlines, release days,
 resource rules — plain Python over the instance), and the worse is reported.
 Score = fraction of checks passed (``solved`` iff all pass). Unsatisfiable →
 score 0 ("the encoding is unsatisfiable"; ``feedback="rich"`` adds "but the
-problem has a solution");
+problem has a solution" only where the world has solved the stated
+requirements, :meth:`SMTWorld.problem_status`);
 reader/whitelist/Z3 errors → score 0, completed, ``error`` =
 ``"parse_error"``/``"forbidden"``/``"too_large"``; running past ``timeout_s``
 → ``completed=False``, ``error="timeout"``.
@@ -71,8 +72,11 @@ encoding violates::
     The encoding is satisfiable, but a schedule it admits violates 1 stated requirement:
     pour starts strictly after dig ends.
 
-``"rich"`` adds that the problem has a solution, which extreme schedule
-failed and how many of the verifier's checks it passed. ``score``/``solved``
+``"rich"`` adds whether the problem has a solution (Z3 solves the verifier's
+own checks with the environment's facts once per task: "but the problem has a
+solution" when it finds a schedule, "and so are the stated requirements" when
+it proves there is none, nothing when it cannot decide), which extreme
+schedule failed and how many of the verifier's checks it passed. ``score``/``solved``
 never depend on the option.
 
 Length: one module on purpose — the s-expression reader, the command whitelist, the sort check and the
@@ -483,7 +487,11 @@ def schedule_checks(inst: SMTInstance, rules: Sequence[Mapping[str, Any]]) -> tu
 
 # --------------------------------------------------------------------------- the world
 
+#: the ``"rich"`` text of an unsatisfiable encoding once the world has found a schedule meeting the requirements
 UNSAT_FEEDBACK = "The encoding is unsatisfiable, but the problem has a solution: some assertion is too strong."
+#: the ``"rich"`` text of an unsatisfiable encoding once the world has proved the requirements unsatisfiable
+UNSAT_PROBLEM_FEEDBACK = ("The encoding is unsatisfiable, and so are the stated requirements: no schedule meets "
+                          "them all within the environment's facts.")
 #: the ``"user"`` text of an unsatisfiable encoding (nothing about whether the problem has a solution)
 USER_UNSAT_FEEDBACK = ("The encoding is unsatisfiable: no schedule satisfies all of its assertions together with "
                        "the environment's facts.")
@@ -523,6 +531,7 @@ class SMTWorld:
         self.timeout_s = float(timeout_s)
         self.partial_credit = partial_credit
         self._checks: dict[str, tuple[LinCheck, ...]] = {}
+        self._status: dict[str, str] = {}
 
     def _instance(self, env_id: str) -> SMTInstance:
         try:
@@ -537,6 +546,61 @@ class SMTWorld:
                 raise ValueError(f"no verifier rules for task {task.task_id!r}")
             c = self._checks[task.task_id] = schedule_checks(self._instance(task.env_id), self.rules[task.task_id])
         return c
+
+    def problem_status(self, task: Task) -> str:
+        """Whether the task's stated requirements have a schedule, as far as the world knows: ``"sat"``
+        (Z3 found one and the verifier confirms it), ``"unsat"`` (Z3 proved there is none) or
+        ``"unknown"`` (out of time: ``timeout_s`` of its own). Computed once per task from the
+        verifier's own checks and the environment's facts."""
+        st = self._status.get(task.task_id)
+        if st is None:
+            st = self._status[task.task_id] = self._decide_requirements(task)
+        return st
+
+    def _decide_requirements(self, task: Task) -> str:
+        import z3
+
+        inst = self._instance(task.env_id)
+        checks = self.checks(task)
+        ctx = z3.Context()
+        try:
+            var = {}
+            facts = []
+            for j, d in inst.jobs:
+                s_, e_ = z3.Int(f"s_{j}", ctx), z3.Int(f"e_{j}", ctx)
+                var[f"s_{j}"], var[f"e_{j}"] = s_, e_
+                facts += [e_ == s_ + d, s_ >= 0, e_ <= inst.horizon]
+            cmp = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b,
+                   ">": lambda a, b: a > b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+            for c in checks:
+                terms = []
+                for coeffs, op, k in c.terms:
+                    if op not in cmp or any(v not in var for v, _ in coeffs):
+                        return "unknown"
+                    terms.append(cmp[op](z3.Sum([a * var[v] for v, a in coeffs]), k))
+                facts.append(z3.Or(terms))
+            sol = z3.Solver(ctx=ctx)
+            sol.set("timeout", max(1, int(self.timeout_s * 1000)))
+            sol.add(facts)
+            r = sol.check()
+            if r == z3.unsat:
+                return "unsat"
+            if r != z3.sat:
+                return "unknown"
+            m = sol.model()
+            vals = {f"s_{j}": m.eval(var[f"s_{j}"], model_completion=True).as_long() for j, _ in inst.jobs}
+        except z3.Z3Exception:  # pragma: no cover - defensive
+            return "unknown"
+        finally:
+            del ctx
+        return "sat" if all(self._holds(c, vals) for c in checks) else "unknown"
+
+    def _unsat_feedback(self, task: Task) -> str:
+        """What the world says of an unsatisfiable encoding (never more than it knows)."""
+        if self.feedback != "rich":
+            return USER_UNSAT_FEEDBACK
+        st = self.problem_status(task)
+        return UNSAT_FEEDBACK if st == "sat" else UNSAT_PROBLEM_FEEDBACK if st == "unsat" else USER_UNSAT_FEEDBACK
 
     def script(self, inst: SMTInstance, action: str) -> str:
         """The script Z3 parses: the prelude plus the action's declarations and assertions,
@@ -649,7 +713,7 @@ class SMTWorld:
                 return timed_out() if e.kind == "timeout" else fail(e.kind, e.message)
             starts = [z3.Int(f"s_{j}", ctx) for j, _ in inst.jobs]
             try:
-                values = self._extremes(z3, ctx, fs, inst, starts, start)
+                values = self._extremes(z3, ctx, fs, inst, starts, start, task)
             except z3.Z3Exception as e:  # pragma: no cover - defensive: the solver failed, not the action
                 if fired.is_set():
                     return timed_out()
@@ -685,7 +749,8 @@ class SMTWorld:
               f"Failed: {shown}.")
         return Outcome(score, False, True, _clip(fb), None, time.perf_counter() - start)
 
-    def _extremes(self, z3, ctx, fs, inst: SMTInstance, starts, start: float) -> list[dict[str, int]] | Outcome:
+    def _extremes(self, z3, ctx, fs, inst: SMTInstance, starts, start: float,
+                  task: Task) -> list[dict[str, int]] | Outcome:
         """The earliest and the latest schedule of the encoding (or the failing outcome)."""
         values = []
         for sense in ("min", "max"):
@@ -701,8 +766,7 @@ class SMTWorld:
             o.minimize(obj) if sense == "min" else o.maximize(obj)
             r = o.check()
             if r == z3.unsat:
-                fb = UNSAT_FEEDBACK if self.feedback == "rich" else USER_UNSAT_FEEDBACK
-                return Outcome(0.0, False, True, fb, None, time.perf_counter() - start)
+                return Outcome(0.0, False, True, self._unsat_feedback(task), None, time.perf_counter() - start)
             if r != z3.sat:
                 reason = o.reason_unknown()
                 return Outcome(0.0, False, False, _clip(f"Timeout: the solver did not finish within "

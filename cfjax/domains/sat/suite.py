@@ -120,7 +120,8 @@ class SATSuite(Suite):
         """A :class:`~cfjax.domains.sat.sat_world.SatSmtWorld` over this suite's instances and verifier rules.
 
         ``feedback``: ``"user"`` (default: errors, unsatisfiable, the violated stated requirements) or
-        ``"rich"`` (also that the problem has a solution and the checks passed); other keyword
+        ``"rich"`` (also whether the problem has a solution, where the world has decided it, and the
+        checks passed); other keyword
         arguments go to the worlds."""
         from cfjax.domains.sat.sat_world import SatSmtWorld
 
