@@ -2,13 +2,16 @@
 
 One JSON object per line; blank lines and lines starting with ``#`` or ``//`` are skipped. Every
 line names its domain in a ``"domain"`` field (``"sql"``, ``"python"`` or ``"sat"``), and every
-line of a file must name the same one. The domain's fields are documented by its loader:
+line of a file must name the same one; a HumanEvalPack row as published (``buggy_solution``,
+``entry_point``, ``test``, no ``domain``) is a ``python`` line. The domain's fields are documented by its loader:
 
 * ``sql`` (:mod:`cfjax.domains.sql.user`) — Spider rows (``db_id``, ``question``, ``query``) and
   BIRD rows (``db_id``, ``question``, ``SQL``, ``evidence``) over a sqlite file (``db_path``, or
   ``db_id`` + ``db_dir``);
-* ``python`` (:mod:`cfjax.domains.python.user`) — a buggy function (``source`` or ``source_path``)
-  with QuixBugs-style input/output ``cases`` or a ``tests_path`` file; the fix (``fix``) is optional;
+* ``python`` (:mod:`cfjax.domains.python.user`) — a buggy program (``source`` or ``source_path``)
+  with QuixBugs-style input/output ``cases``, a ``tests_path`` file or a check program (``test``);
+  the fix (``fix``) is optional; or a HumanEvalPack row as it is (``prompt``, ``buggy_solution``,
+  ``canonical_solution``, ``test`` with ``check(candidate)``, ``entry_point``);
 * ``sat`` (:mod:`cfjax.domains.sat.user`) — an encoding task over an instance of the SAT/SMT world
   (``instance``), the verifier's ``rules`` (the checker settings) and optionally an encoding to
   repair (``start``); or a DIMACS CNF formula (``dimacs`` / ``dimacs_path``) to *answer*: the action
@@ -108,6 +111,8 @@ _ID_FIELDS = ("id", "question_id", "task_id")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: the held-out environment may hold at most this share of the tasks split by seed
 _HOLDOUT_MAX_SHARE = 0.2
+#: a line with these fields and no ``domain`` is a HumanEvalPack row: ``"python"``
+_HUMANEVALPACK_FIELDS = frozenset({"buggy_solution", "entry_point", "test"})
 
 
 class JSONLError(ConfigError):
@@ -324,6 +329,8 @@ def load(path: str | Path, *, label: str | None = None, text: str | None = None,
     domain = None
     for i, row in lines:
         d = row.get("domain")
+        if d is None and _HUMANEVALPACK_FIELDS <= row.keys():
+            d = "python"  # a HumanEvalPack row as published (cfjax.domains.python.user)
         if d is None:
             raise JSONLError(path, i, "domain", f"missing (one of: {', '.join(DOMAINS)})")
         if not isinstance(d, str) or d not in DOMAINS:

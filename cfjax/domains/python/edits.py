@@ -70,6 +70,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from cfjax.domains.python._astsafe import parse as ast_parse
 from cfjax.domains.common import bind_and_rewrite, masked_signature
 from cfjax.types import EditError, EditModel, Unit
 
@@ -111,7 +112,7 @@ class _Loc:
 
 def _parse(src: str) -> ast.Module:
     try:
-        return ast.parse(src)
+        return ast_parse(src)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
         raise EditError(f"cannot parse Python: {type(e).__name__}: {e}") from None
 
@@ -201,7 +202,7 @@ def normalize(action: str) -> str:
     """``ast.unparse(ast.parse(action))``; for unparsable text, the text with trailing
     whitespace and blank lines removed (indentation is meaningful and kept)."""
     try:
-        return ast.unparse(ast.parse(action))
+        return ast.unparse(ast_parse(action))
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return "\n".join(line.rstrip() for line in action.strip().splitlines() if line.strip())
 
@@ -217,7 +218,7 @@ def _parse_header(text: str, kind: str) -> ast.stmt:
     if "\n" in text:
         raise EditError(f"a header replacement must be one line, got {text!r}")
     try:
-        m = ast.parse(text + "\n    pass")
+        m = ast_parse(text + "\n    pass")
     except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
         raise EditError(f"cannot parse header {text!r}: {e}") from None
     want = {"if": (ast.If,), "elif": (ast.If,), "for": (ast.For, ast.AsyncFor), "while": (ast.While,),
@@ -232,7 +233,7 @@ def _parse_header(text: str, kind: str) -> ast.stmt:
 
 def _parse_simple(text: str, kind: str) -> ast.stmt:
     try:
-        m = ast.parse(text.strip())
+        m = ast_parse(text.strip())
     except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
         raise EditError(f"cannot parse statement {text!r}: {e}") from None
     if len(m.body) != 1:
@@ -1032,7 +1033,7 @@ def transfer(before: str, after: str, target: str) -> str | None:
 def entry_name(source: str) -> str | None:
     """Name of the first top-level function of ``source`` (``None`` if none or unparsable)."""
     try:
-        tree = ast.parse(source)
+        tree = ast_parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     for st in tree.body:

@@ -43,6 +43,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cfjax.domains.python._astsafe import parse as ast_parse
 from cfjax.domains.base import match_cues
 from cfjax.types import AnswerKey, Task
 
@@ -561,7 +562,7 @@ def make_specs(repo: Repo, env_index: int, seed: int = 0) -> list[tuple[str, Tas
             rng = random.Random(f"pybugs/{seed}/{repo.env_id}/{family}/{idx}")
             fn, params, ret, body, q, cases = _TEMPLATES[family](repo, variant, shape, rng, idx + env_index)
             signature = f"def {fn}({params}) -> {ret}:"
-            gold = ast.unparse(ast.parse(signature + "\n" + "\n".join("    " + ln for ln in body) + "\n"))
+            gold = ast.unparse(ast_parse(signature + "\n" + "\n".join("    " + ln for ln in body) + "\n"))
             tid = f"pybugs/{repo.env_id}/{family}/{idx:03d}"
             out.append((tid, TaskSpec(family, variant, fn, signature, gold, q, tuple(cases))))
     return out
@@ -572,7 +573,7 @@ def make_tasks(seed: int = 0, repos: tuple[Repo, ...] = REPOS) -> list[tuple[Tas
     out: list[tuple[Task, AnswerKey, str]] = []
     for i, repo in enumerate(repos):
         for tid, spec in make_specs(repo, i, seed):
-            fn_node = ast.parse(spec.gold).body[0]
+            fn_node = ast_parse(spec.gold).body[0]
             params = tuple(a.arg for a in fn_node.args.args)
             ret = ast.unparse(fn_node.returns) if fn_node.returns is not None else "None"
             attrs = observe_attrs(spec.question, env=repo.env_id, function=spec.function, params=params,

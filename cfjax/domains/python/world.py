@@ -53,7 +53,8 @@ error                 completed    meaning
                                    ``RLIMIT_FSIZE`` usually fail the test with ``OSError``)
 ``crash``             True         the process died without a verdict (segfault, ``os._exit``...)
 ``timeout``           **False**    wall-clock or CPU limit exceeded: never admissible (App. B.1)
-``harness_error``     **False**    the harness itself failed (an infrastructure error)
+``harness_error``     **False**    the harness itself failed, or the evaluator did (feedback
+                                   "internal evaluator error ..."): an infrastructure error
 ``no_tests``          **False**    the task's test file defines no test (a data error)
 ====================  ===========  ================================================
 
@@ -79,6 +80,13 @@ than returning that value. A test file in any other form is refused
 (``ValueError``); ``runner="pytest"`` runs arbitrary test code *inside* the
 sandbox and trusts its verdict — a cross-check for the suite, never for
 untrusted code.
+
+A test file that is a *check program* (:func:`~cfjax.domains.python.cases.render_check_program`:
+a benchmark's own ``check(candidate)``, e.g. HumanEvalPack's ``test``) is judged by that code as
+written, in a sandboxed process of its own that calls the candidate — in another sandboxed
+process — through a proxy; the check process alone reports the verdict
+(:mod:`cfjax.domains.python.proxy`, where the bounds and what is defended are written). A check
+program scores 1 or 0 (one test: the check).
 
 Sandbox
 -------
@@ -127,11 +135,17 @@ Each evaluation runs in a **subprocess** of ``sys.executable``, with flags
   imports of ``subprocess``/``socket``/``ctypes``/``multiprocessing``/
   ``mmap``/``resource``/... end the run at once as ``forbidden``; reading or
   listing files outside the work directory and the standard library raises
-  ``PermissionError``; frame and object-graph introspection raise
-  ``ValueError``. A deny list has gaps (an extension module loaded under
-  another name, a subinterpreter, which has no hook): the OS layers are what
-  contain such escapes, as ``tests/domains/python/test_sandbox_attacks.py``
-  shows with the hook switched off (``audit_hook=False``).
+  ``PermissionError``; the common introspection routes (``sys._getframe``,
+  ``tb_frame``, ``gc.get_objects``...) raise ``ValueError``, but a frame is
+  still reachable (a signal handler's argument, ``f_back``: CPython 3.11
+  audits neither), so the candidate can reach the harness's report writer —
+  which forges nothing, because the parent judges (below) and takes the OS
+  layers from the line written before the candidate ran. Starting a thread
+  ends the run as ``forbidden`` (threads are not available). A deny list has
+  gaps (an extension module loaded under another name, a subinterpreter,
+  which has no hook): the OS layers are what contain such escapes, as
+  ``tests/domains/python/test_sandbox_attacks.py`` shows with the hook
+  switched off (``audit_hook=False``).
 
 Threat model (what is and is not defended)
 ------------------------------------------
@@ -175,10 +189,11 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
+from cfjax.domains.python._astsafe import literal_eval, parse as ast_parse
 from cfjax.types import AnswerKey, Task
 from cfjax.types import Outcome
 from cfjax.domains.python.edits import entry_name
-from cfjax.domains.python.cases import Case, judge, parse_cases
+from cfjax.domains.python.cases import Case, is_check_program, judge, parse_cases
 from cfjax.sandbox import LAYERS, LAYERS_PATH, missing as sandbox_missing, seccomp_program
 
 __all__ = ["PytestWorld", "HARNESS_PATH", "task_test_path", "FEEDBACK_MODES", "ISOLATION_MODES", "user_message",
@@ -236,13 +251,17 @@ class PytestWorld:
         the audit hook: the pre-OS-isolation sandbox, kept for comparison benchmarks).
       audit_hook: install the in-process audit hook (the second layer; default). ``False`` exists
         only so tests can show what the OS layers contain on their own.
+      call_timeout_s, max_calls, max_value_bytes, max_items: the bounds of a *check program*'s calls
+        of the candidate (:mod:`cfjax.domains.python.proxy`): seconds per call (default
+        ``timeout_s``), calls per check, bytes of one encoded value, items of a returned generator.
     """
 
     def __init__(self, tests_root: str | Path, keys: Mapping[str, AnswerKey], *, timeout_s: float = 2.0, memory_mb: int = 512,
                  cpu_s: int | None = None, fsize_mb: float = 1.0, nofile: int = 64, runner: str = "harness",
                  python: str | None = None, scratch_root: str | Path | None = None,
                  max_action_chars: int = 100_000, feedback: str = "user", isolation: str = "os",
-                 audit_hook: bool = True) -> None:
+                 audit_hook: bool = True, call_timeout_s: float | None = None, max_calls: int = 20_000,
+                 max_value_bytes: int = 1 << 20, max_items: int = 100_000) -> None:
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be 'os' or 'audit', got {isolation!r}")
         if feedback not in FEEDBACK_MODES:
@@ -265,6 +284,10 @@ class PytestWorld:
         self.feedback = feedback
         self.isolation = isolation
         self.audit_hook = bool(audit_hook)
+        self.call_timeout_s = float(call_timeout_s) if call_timeout_s is not None else None
+        self.max_calls = int(max_calls)
+        self.max_value_bytes = int(max_value_bytes)
+        self.max_items = int(max_items)
         self._cases: dict[str, tuple[Case, ...]] = {}
 
     # ------------------------------------------------------------------ public
@@ -275,30 +298,47 @@ class PytestWorld:
         """Nothing to release (every evaluation cleans up after itself)."""
 
     def evaluate(self, task: Task, action: str) -> Outcome:
-        """Run ``task``'s tests against ``action`` in a fresh sandboxed interpreter."""
+        """Run ``task``'s tests against ``action`` in a fresh sandboxed interpreter.
+
+        A task this world does not know (no test file, no answer key) raises: that is the caller's
+        error. Everything else is an :class:`Outcome`: an unexpected exception inside the evaluator
+        (a bug, an exhausted resource of the host) becomes ``error="harness_error"``,
+        ``completed=False``, with feedback naming an internal evaluator error."""
         t0 = time.perf_counter()
         test_src = self.test_file(task).read_text(encoding="utf-8")  # missing file: a data error, raises
+        key = self._keys.get(task.task_id)
+        if key is None:
+            raise ValueError(f"the Python world has no answer key for task {task.task_id!r}")
 
         def done(score: float, solved: bool, completed: bool, feedback: str, error: str | None) -> Outcome:
             return Outcome(score, solved, completed, feedback[:_MAX_FEEDBACK], error, time.perf_counter() - t0)
 
+        try:
+            return self._evaluate(task, action, test_src, key, done)
+        except Exception as e:  # noqa: BLE001 - every failure is an outcome, never an exception
+            return done(0.0, False, False, f"internal evaluator error ({type(e).__name__}: {e}); the candidate "
+                        "was not judged", "harness_error")
+
+    def _evaluate(self, task: Task, action: str, test_src: str, key: AnswerKey, done) -> Outcome:
         if len(action) > self.max_action_chars:
             return done(0.0, False, True, f"the action has {len(action)} characters (limit {self.max_action_chars})",
                         "too_large")
         try:
-            tree = ast.parse(action)
+            tree = ast_parse(action)
         except (SyntaxError, ValueError) as e:
             line = f" (line {e.lineno})" if getattr(e, "lineno", None) else ""
             return done(0.0, False, True, f"{type(e).__name__}: {getattr(e, 'msg', e)}{line}", "syntax_error")
         except (MemoryError, RecursionError) as e:
             return done(0.0, False, True, f"the action is too deeply nested to parse ({type(e).__name__})",
                         "syntax_error")
-        key = self._keys.get(task.task_id)
-        if key is None:
-            raise ValueError(f"the Python world has no answer key for task {task.task_id!r}")
-        name = entry_name(key.gold)
+        # the task's function (the action is a module: helpers may come before it)
+        name = task.attrs.get("function") or entry_name(key.gold)
         if name is not None and not _defines(tree, name):
             return done(0.0, False, True, f"the action does not define the function `{name}`", "missing_function")
+        if is_check_program(test_src):  # either runner: the check never runs beside the candidate
+            from cfjax.domains.python.proxy import run_check
+
+            return run_check(self, action, test_src, done)
         if self.runner == "pytest":
             return self._run(action, done, test_src=test_src)
         cases = self._cases.get(task.task_id)
@@ -353,10 +393,11 @@ class PytestWorld:
             message = {"nonce": nonce, "sandbox": spec}
             if test_src is None:
                 message["function"] = cases[0].function if cases else ""
-                message["cases"] = [[c.name, ast.literal_eval(c.args)] for c in cases]
+                message["cases"] = [[c.name, literal_eval(c.args), c.materialize] for c in cases]
                 message["audit"] = self.audit_hook
                 message["fsize"] = self.fsize_bytes
-            with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            # stdout for appending: the ``started`` line (the OS layers) cannot be overwritten
+            with open(out_path, "ab") as out, open(err_path, "wb") as err:
                 proc = subprocess.Popen(self._argv(work), stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work,
                                         env=self._env(work), start_new_session=True, close_fds=True)
             try:
@@ -370,12 +411,12 @@ class PytestWorld:
             if not finished:
                 return done(0.0, False, False, f"timed out after {self.timeout_s:g} s", "timeout")
             rc = proc.returncode
-            payload = _read_payload(out_path, nonce, self.fsize_bytes)
-            if payload is None:
+            started, payload = _read_reports(out_path, nonce, self.fsize_bytes)
+            if payload is None or payload.get("status") == "started":
                 return self._no_verdict(rc, err_path, done)
             gone = ()
-            if spec is not None:
-                layers = payload.get("layers")
+            if spec is not None:  # the layers as written before any candidate code ran
+                layers = (started if started is not None else payload).get("layers")
                 gone = sandbox_missing(layers) if isinstance(layers, dict) else LAYERS
             if test_src is None and payload.get("status") == "ok":
                 payload = {"status": "ok", "tests": judge(cases, payload.get("results"))}
@@ -438,7 +479,7 @@ class PytestWorld:
         if "MemoryError" in tail:
             return done(0.0, False, True, "MemoryError: the memory limit was exceeded", "memory")
         last = next((ln for ln in reversed(tail.strip().splitlines()) if ln.strip()), "")
-        how = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
+        how = f"killed by signal {-rc} ({_signal_name(-rc)})" if rc < 0 else f"exit status {rc}"
         return done(0.0, False, True, f"the test process ended without a verdict ({how}). {last}"[:400], "crash")
 
 
@@ -480,6 +521,13 @@ def _stdlib_dirs(python: str) -> list[str]:
         return []
 
 
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return "unknown signal"
+
+
 def _killpg(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -487,21 +535,27 @@ def _killpg(pgid: int) -> None:
         pass
 
 
-def _read_payload(out_path: str, nonce: str, limit: int) -> dict[str, Any] | None:
+def _read_reports(out_path: str, nonce: str, limit: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """``(started, report)``: the child's first report line when it is the ``started`` line (written
+    before any candidate code: the OS layers), and its last line (the report); ``None`` where absent
+    or unreadable."""
     try:
         with open(out_path, "rb") as f:
             data = f.read(limit + 1)
     except OSError:
-        return None
+        return None, None
     tag = (nonce + " ").encode()
-    line = None
-    for ln in data.split(b"\n"):
-        if ln.startswith(tag):
-            line = ln[len(tag):]
-    if line is None:
-        return None
+    lines = [ln[len(tag):] for ln in data.split(b"\n") if ln.startswith(tag)]
+    if not lines:
+        return None, None
+    first = _parse_report(lines[0])
+    started = first if first is not None and first["status"] == "started" else None
+    return started, (first if len(lines) == 1 else _parse_report(lines[-1]))
+
+
+def _parse_report(line: bytes) -> dict[str, Any] | None:
     try:
-        payload = ast.literal_eval(line.decode("utf-8", "replace"))
+        payload = literal_eval(line.decode("utf-8", "replace"))
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return None
     return payload if isinstance(payload, dict) and isinstance(payload.get("status"), str) else None

@@ -1,8 +1,11 @@
 """Attacks on the Python world's sandbox, as a hostile model would write them (issue 12).
 
-Every attack runs in three worlds:
+Every attack runs in three worlds (and a fourth):
 
 * ``full``    — the default: every OS layer of :mod:`cfjax.sandbox` plus the audit hook;
+* ``check``   — the same layers on the *check path* (:mod:`cfjax.domains.python.proxy`): a
+  HumanEvalPack-style ``check(candidate)`` runs in a sandboxed process of its own and calls the
+  attack through the proxy, which runs in the candidate's sandboxed process;
 * ``os_only`` — the OS layers with the audit hook *off*: what they contain on their own (the
   audit hook is a deny list; these tests assume it has been bypassed);
 * ``control`` — no OS layer and no audit hook, for the escapes only: proves each attack is real
@@ -17,6 +20,7 @@ no signal reached a sacrificial process or this one, and no forged pass (score 0
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -66,7 +70,14 @@ def env(tmp_path_factory):
     abstract.listen(4)
     abstract.setblocking(False)
     victim = subprocess.Popen(["sleep", "600"])
-    yield {"base": base, "suite": suite, "secret": secret, "canary": canary_dir, "listener": listener,
+    from cfjax.domains.jsonl import JSONLSuite
+
+    row = {"task_id": "Attack/0", "prompt": "def f(x):\n    \"\"\" x + 1 \"\"\"\n", "buggy_solution": "    return x\n",
+           "canonical_solution": "    return x + 1\n", "entry_point": "f",
+           "test": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(5) == 6\n\ncheck(f)\n"}
+    (base / "check.jsonl").write_text(json.dumps(row) + "\n")
+    check_suite = JSONLSuite.build(base / "check-suite", base / "check.jsonl")
+    yield {"base": base, "suite": suite, "check_suite": check_suite, "secret": secret, "canary": canary_dir, "listener": listener,
            "port": listener.getsockname()[1], "abstract": abstract, "abstract_name": abstract_name, "victim": victim}
     victim.kill()
     victim.wait()
@@ -77,8 +88,10 @@ def env(tmp_path_factory):
 def _world(env, kind: str, name: str, **kw) -> PytestWorld:
     scratch = env["base"] / f"scratch-{kind}-{name}"
     scratch.mkdir(exist_ok=True)
-    opts = {"full": {}, "os_only": {"audit_hook": False}, "control": {"isolation": "audit", "audit_hook": False}}
-    return env["suite"].world(scratch_root=scratch, timeout_s=kw.pop("timeout_s", 3.0), **opts[kind], **kw)
+    opts = {"full": {}, "check": {}, "os_only": {"audit_hook": False},
+            "control": {"isolation": "audit", "audit_hook": False}}
+    suite = env["check_suite"] if kind == "check" else env["suite"]
+    return suite.world(scratch_root=scratch, timeout_s=kw.pop("timeout_s", 3.0), **opts[kind], **kw)
 
 
 def _load_ext(real: str, alias: str) -> str:
@@ -170,7 +183,7 @@ def _connections(env) -> int:
 
 
 def _run(env, kind: str, name: str, body: str):
-    suite = env["suite"]
+    suite = env["check_suite"] if kind == "check" else env["suite"]
     task = suite.tasks[0]
     fn = task.attrs["function"]
     world = _world(env, kind, name)
@@ -190,7 +203,7 @@ def _run(env, kind: str, name: str, body: str):
 def results(env):
     before = _digest(PROJECT)
     out = {}
-    for kind in ("full", "os_only"):
+    for kind in ("full", "check", "os_only"):
         if kind == "os_only" and not LAYERS_ON:
             continue
         for name, body in _attacks(env).items():
@@ -198,7 +211,7 @@ def results(env):
     return {"runs": out, "before": before, "after": _digest(PROJECT)}
 
 
-@pytest.mark.parametrize("kind", ["full", pytest.param("os_only", marks=needs_layers)])
+@pytest.mark.parametrize("kind", ["full", "check", pytest.param("os_only", marks=needs_layers)])
 @pytest.mark.parametrize("name", ATTACKS)
 def test_attack_is_contained(results, env, kind, name):
     r = results["runs"][kind, name]
@@ -210,7 +223,7 @@ def test_attack_is_contained(results, env, kind, name):
     assert r["leftovers"] == [], (kind, name)  # no process survived the evaluation
     assert r["victim_alive"], (kind, name)  # no signal left the sandbox
     assert r["elapsed"] < r["timeout"] + 1.0, (kind, name, r["elapsed"])
-    if kind == "full":
+    if kind in ("full", "check"):
         assert o.sandbox_missing == tuple(missing(probe())), o
 
 
@@ -389,3 +402,78 @@ def test_report_encoder_never_runs_candidate_code(env):
         assert (o.completed, o.error, o.score) == (True, None, 0.0), o
         assert "object of type Evil" in o.feedback and "forged" not in o.feedback
         assert o.sandbox_missing == tuple(missing(probe())), o
+
+
+_FRAME_WALK = r'''
+import importlib, os
+def _find(frame):
+    """The report writer, its nonce and fd, and the harness's cases, from any frame below it."""
+    got = dict()
+    f = frame
+    while f is not None:
+        for v in list(f.f_locals.values()) + list(f.f_globals.values()):
+            if callable(v) and getattr(v, "__name__", "") == "emit" and getattr(v, "__closure__", None):
+                for cell in v.__closure__:
+                    c = cell.cell_contents
+                    if isinstance(c, str) and len(c) == 32:
+                        got["nonce"] = c
+                    elif isinstance(c, int) and not isinstance(c, bool):
+                        got["fd"] = c
+                got["emit"] = v
+        if "cases" in f.f_locals and isinstance(f.f_locals["cases"], list):
+            got["cases"] = f.f_locals["cases"]
+        f = f.f_back
+    return got
+
+def {fn}(*a):
+    sig = importlib.import_module("_signal")  # no ``import`` event: the denial of ``import _signal`` is bypassed
+    def handler(n, frame):
+        got = _find(frame)
+        names = [c[0] for c in got.get("cases", [])] or ["test_" + str(i) for i in range(9)]
+        forged = {{"status": "ok", "tests": [(n, "passed", "") for n in names],
+                  "results": [(n, "value", ("s", "FORGED")) for n in names],
+                  "layers": {{k: "on (forged)" for k in {layers!r}}}}}
+        line = "\n" + got["nonce"] + " " + repr(forged) + "\n"
+        os.write(got["fd"], line.encode())
+        os._exit(0)
+    sig.signal(sig.SIGALRM, handler)
+    sig.setitimer(sig.ITIMER_REAL, 0.05)
+    while True:
+        pass
+'''
+
+
+def test_signal_module_and_frame_walk_reach_the_writer_but_forge_nothing(env, monkeypatch):
+    """The issue's two routes: ``importlib.import_module('_signal')`` and a frame walk from a signal
+    handler reach the report writer and its nonce (CPython 3.11 audits neither). The harness no longer
+    claims otherwise, and what the candidate writes with them forges nothing: the parent judges the
+    values (score 0) and records the OS layers of the ``started`` line, written before the candidate
+    ran (a missing layer stays named although the forged line says every layer is on)."""
+    import ast as _ast
+
+    from cfjax.domains.python.world import HARNESS_PATH
+    from cfjax.sandbox import LAYERS
+    import cfjax.domains.python.world as pw
+
+    doc = _ast.get_docstring(_ast.parse(HARNESS_PATH.read_text()))
+    assert "frame access is disabled" not in doc and "cannot be imported" not in doc
+    assert "importlib.import_module(\"_signal\")" in doc and "signal handler" in doc and "f_back" in doc
+
+    suite = env["suite"]
+    task = suite.tasks[0]
+    fn = task.attrs["function"]
+    # the plain ``import`` statement is still refused; importlib is not
+    probe_src = (f"import importlib\ndef {fn}(*a):\n    try:\n        import _signal\n        plain = 'imported'\n"
+                 "    except ImportError:\n        plain = 'refused'\n"
+                 "    return plain + '/' + importlib.import_module('_signal').__name__\n")
+    o = _world(env, "full", "sigprobe").evaluate(task, probe_src)
+    assert "returned 'refused/_signal'" in o.feedback, o.feedback
+
+    monkeypatch.setattr(pw, "seccomp_program", lambda: ("", "switched off by the test"))
+    for kind in ("full", "check", "os_only") if LAYERS_ON else ("full", "check"):
+        t = env["check_suite"].tasks[0] if kind == "check" else task
+        o = _world(env, kind, "frame-walk").evaluate(t, _FRAME_WALK.format(fn=t.attrs["function"], layers=LAYERS))
+        assert o.score == 0.0 and not o.solved, (kind, o)
+        if kind != "check":  # on the check path the candidate's own report decides nothing at all
+            assert "FORGED" in o.feedback, (kind, o.feedback)  # the forged report was read, and judged
+        assert "seccomp" in o.sandbox_missing, (kind, o.sandbox_missing)
