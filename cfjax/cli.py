@@ -318,6 +318,12 @@ def _doctor(args: argparse.Namespace) -> int:
     _log(describe(layers))
     program, why = seccomp_program()
     _log(f"seccomp filter: {len(program) // 16} instructions from libseccomp" if program else f"seccomp filter: {why}")
+    from cfjax.registry import DOMAINS
+
+    for name in DOMAINS.names():  # the system tools domains need (Coq's kernel for math)
+        ok, line = DOMAINS.get(name).check_system()
+        if line:
+            _log(f"{name} suite: {line}" + ("" if ok else " (the suite is skipped by --suite all)"))
     gone = missing(layers)
     if gone:
         _log(f"MISSING: {', '.join(gone)}. A real model's code is refused on the Python suite unless "

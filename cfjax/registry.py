@@ -49,6 +49,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "cfjax.domains.sql",
     "cfjax.domains.python",
     "cfjax.domains.sat",
+    "cfjax.domains.math",
     "cfjax.countermem.calls",
     "cfjax.uplift.calls",
     "cfjax.expel",

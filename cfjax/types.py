@@ -540,6 +540,10 @@ class DomainInfo:
       k_cap: UpliftMem's memory cap K for this domain.
       cost_weights: extra named cost weights a runner may read (``{}`` when none).
       description: one line for ``--suite`` help.
+      system_check: ``"module:function"`` of a system tool the domain needs (Coq's kernel for math), or
+        ``""``: the function returns ``(usable, one line)`` — ``cfjax doctor`` prints the line, and
+        ``--suite all`` skips an unusable domain with that line (naming it alone is an error that
+        shows it), so a missing tool is never silently absent.
     """
 
     name: str
@@ -550,6 +554,17 @@ class DomainInfo:
     k_cap: int = 5
     cost_weights: Mapping[str, float] = field(default_factory=dict)
     description: str = ""
+    system_check: str = ""
+
+    def check_system(self) -> tuple[bool, str]:
+        """``(usable, line)`` of :attr:`system_check` (``(True, "")`` when the domain needs no tool)."""
+        if not self.system_check:
+            return True, ""
+        import importlib
+
+        mod, _, fn = self.system_check.partition(":")
+        ok, line = getattr(importlib.import_module(mod), fn)()
+        return bool(ok), str(line)
 
 
 @runtime_checkable

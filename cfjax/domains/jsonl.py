@@ -102,9 +102,9 @@ LABEL_PREFIX = "jsonl-"
 FORMAT = "cfjax-jsonl/1"
 #: domain → the module of its loader (each defines ``DOMAIN``, a :class:`UserDomain` subclass)
 DOMAINS: dict[str, str] = {"sql": "cfjax.domains.sql.user", "python": "cfjax.domains.python.user",
-                           "sat": "cfjax.domains.sat.user"}
+                           "sat": "cfjax.domains.sat.user", "math": "cfjax.domains.math.user"}
 #: domain → the built-in suite whose constants (utility, retrieval cap, sandbox policy) apply
-BASE_SUITES: dict[str, str] = {"sql": "sql", "python": "pybugs", "sat": "sat"}
+BASE_SUITES: dict[str, str] = {"sql": "sql", "python": "pybugs", "sat": "sat", "math": "math"}
 SPLIT_NAMES = ("build", "train", "val", "eval")
 _VARIANTS = ("base", "look_alike", "new_surface")
 _ID_FIELDS = ("id", "question_id", "task_id")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -56,9 +58,23 @@ def resolve_suites(suite: str | Sequence[str]) -> list[str]:
     from cfjax.config import ConfigError
     from cfjax.domains import JSONL_PREFIX, SUITES, is_registered, register_jsonl
 
+    from cfjax.registry import DOMAINS
+
     names = [suite] if isinstance(suite, str) else list(suite)
     if names == ["all"]:
-        return list(SUITES)
+        usable = []
+        for n in SUITES:
+            ok, line = DOMAINS.get(n).check_system()
+            if ok:
+                usable.append(n)
+            else:
+                print(f"cfjax: skipping the {n} suite: {line}", file=sys.stderr)
+        return usable
+    for n in names:
+        if n in SUITES:
+            ok, line = DOMAINS.get(n).check_system()
+            if not ok:
+                raise ConfigError(f"the {n} suite cannot run here: {line}")
     if not names or any(n not in SUITES and not n.startswith(JSONL_PREFIX) and not is_registered(n) for n in names):
         shown = suite if isinstance(suite, str) else " ".join(names)
         raise ConfigError(f"unknown suite {shown!r} (available: {', '.join(SUITES)}, all, jsonl:PATH)")

@@ -26,6 +26,25 @@ hook (the second layer). This module holds what the parent needs:
   (``cfjax doctor`` prints it), and :func:`require_strong` — the refusal to run
   a real model's code when a layer is missing, unless the user says
   ``--allow-weak-sandbox``.
+* :func:`launch_argv` — the **launcher** for a program that is not Python (the
+  Coq checker's ``coqtop``/``coqc``, :mod:`cfjax.domains.math.coq`): a small
+  stdlib-only Python child enters the same layers, sets the resource limits
+  and then ``execve``-s the program, which inherits every layer (namespaces,
+  the private root and scratch tmpfs, the uid, ``no_new_privs``, the Landlock
+  domain and the seccomp filter survive ``execve``: ``prctl(2)``
+  ``PR_SET_NO_NEW_PRIVS``, ``landlock(7)``, ``seccomp(2)``). Its seccomp
+  program is :func:`seccomp_program` ``(allow_exec=True)``: the same filter
+  with ``execve`` allowed (``execveat``, ``fork``, ``vfork``, non-thread
+  ``clone`` are still refused); Landlock grants the execute right only on the
+  program and its ELF interpreter, so the most a compromised program can do is
+  re-execute itself inside the sandbox. Its Landlock read rules are the
+  caller's list (e.g. Coq's and OCaml's directories and the few libraries the
+  binary links), not the Python world's ``/usr``.
+* the **scratch bound**: the work directory of every sandboxed child is a
+  private tmpfs (:data:`SCRATCH_MB` MB, :data:`SCRATCH_FILES` inodes by
+  default, ``spec["scratch_mb"]``/``spec["scratch_files"]``), so a candidate
+  that writes many files fails with ``ENOSPC`` inside its sandbox, and neither
+  the host's disk nor a parallel evaluation notices (see ``_layers.py``).
 
 What is and is not defended is written in README.md ("Running generated code").
 """
@@ -42,10 +61,14 @@ import tempfile
 from pathlib import Path
 
 from cfjax.infra.io import UserError
-from cfjax.sandbox._layers import LAYERS  # every layer a sandboxed child reports
+from cfjax.sandbox._layers import LAYERS, SCRATCH_FILES, SCRATCH_MB  # every layer a sandboxed child reports
 
 __all__ = ["LAYERS", "LAYERS_PATH", "DENIED_SYSCALLS", "seccomp_program", "probe", "missing", "describe",
-           "WeakSandboxError", "require_strong"]
+           "WeakSandboxError", "require_strong", "SCRATCH_MB", "SCRATCH_FILES", "SANDBOX_UID", "launch_argv",
+           "parse_launch_report", "elf_interpreter"]
+
+#: the uid a sandboxed child runs as when the parent is root (*nobody*)
+SANDBOX_UID = 65534
 
 LAYERS_PATH = Path(__file__).with_name("_layers.py")
 
@@ -72,9 +95,12 @@ DENIED_SYSCALLS = (
 _CLONE_THREAD = 0x00010000
 
 
-@functools.lru_cache(maxsize=1)
-def seccomp_program() -> tuple[str, str]:
-    """``(program as hex, '')``, or ``('', why)`` when no filter can be made here."""
+@functools.lru_cache(maxsize=2)
+def seccomp_program(allow_exec: bool = False) -> tuple[str, str]:
+    """``(program as hex, '')``, or ``('', why)`` when no filter can be made here.
+
+    ``allow_exec``: the launcher's variant — ``execve`` is allowed (the launcher must become the
+    program); everything else of :data:`DENIED_SYSCALLS` stays refused, ``execveat`` included."""
     try:
         import pyseccomp as sc
     except Exception as e:  # ImportError, or RuntimeError("Unable to find libseccomp")
@@ -82,6 +108,8 @@ def seccomp_program() -> tuple[str, str]:
     try:
         f = sc.SyscallFilter(sc.ALLOW)
         for name in DENIED_SYSCALLS:
+            if allow_exec and name == "execve":
+                continue
             try:
                 f.add_rule(sc.ERRNO(errno.EPERM), name)
             except (OSError, ValueError, RuntimeError):
@@ -158,8 +186,129 @@ def describe(layers: dict[str, str] | None = None) -> str:
     width = max(len(k) for k in LAYERS)
     lines = [f"  {k:<{width}}  {layers.get(k, 'off: unknown')}" for k in LAYERS]
     lines.append(f"  {'rlimits':<{width}}  on (address space, CPU seconds, file size, open files, processes, core)")
+    lines.append(f"  {'scratch':<{width}}  private tmpfs work directory ({SCRATCH_MB} MB, {SCRATCH_FILES} files by "
+                 "default) when the mount layer is on")
     lines.append(f"  {'audit_hook':<{width}}  on (second layer: CPython audit events, in-process)")
     return "\n".join(lines)
+
+
+#: the launcher (stdlib only; run as ``python -S -s -P -B -c _LAUNCH <layers dir> <spec JSON>``).
+#: Every module it needs is imported *before* the layers (Landlock may then forbid reading the
+#: standard library). It writes one line ``<nonce> <layers JSON>`` (or ``<nonce> failed <why JSON>``)
+#: to fd 1 and becomes the program.
+_LAUNCH = r"""
+import json, os, resource, sys
+sys.path.insert(0, sys.argv[1])
+import _layers
+del sys.path[0]
+spec = json.loads(sys.argv[2])
+nonce = spec["nonce"]
+try:
+    layers = _layers.enter(spec["sandbox"]) if spec.get("sandbox") else {}
+    sys.modules.pop("_layers", None)
+    os.chdir(spec["cwd"])
+    for name, value in spec["limits"]:
+        which = getattr(resource, name, None)
+        if which is None:
+            continue
+        try:
+            resource.setrlimit(which, (value, value + 1) if name == "RLIMIT_CPU" else (value, value))
+        except (ValueError, OSError):
+            pass
+    os.write(1, (nonce + " " + json.dumps(layers) + "\n").encode())
+    os.execve(spec["argv"][0], spec["argv"], spec["env"])
+except BaseException as e:
+    try:
+        os.write(1, (nonce + " failed " + json.dumps(type(e).__name__ + ": " + str(e)) + "\n").encode())
+    finally:
+        os._exit(127)
+"""
+
+
+def elf_interpreter(path: str) -> str | None:
+    """The ELF interpreter (``PT_INTERP``, e.g. ``/lib64/ld-linux-x86-64.so.2``) of an executable,
+    resolved; None for a static or non-ELF file. The kernel opens it for execution too, so Landlock
+    must grant it the execute right."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF":
+                return None
+            cls, data = head[4], head[5]
+            end = "<" if data == 1 else ">"
+            if cls == 2:
+                phoff, = struct.unpack_from(end + "Q", head, 32)
+                phentsize, phnum = struct.unpack_from(end + "HH", head, 54)
+            else:
+                phoff, = struct.unpack_from(end + "I", head, 28)
+                phentsize, phnum = struct.unpack_from(end + "HH", head, 42)
+            for k in range(min(phnum, 64)):
+                f.seek(phoff + k * phentsize)
+                ph = f.read(phentsize)
+                if struct.unpack_from(end + "I", ph, 0)[0] != 3:  # PT_INTERP
+                    continue
+                if cls == 2:
+                    off, = struct.unpack_from(end + "Q", ph, 8)
+                    size, = struct.unpack_from(end + "Q", ph, 32)
+                else:
+                    off, = struct.unpack_from(end + "I", ph, 4)
+                    size, = struct.unpack_from(end + "I", ph, 16)
+                f.seek(off)
+                name = f.read(min(size, 4096)).split(b"\0", 1)[0].decode("utf-8", "replace")
+                return os.path.realpath(name) if name else None
+    except (OSError, struct.error):
+        return None
+    return None
+
+
+def launch_argv(program: list[str], *, cwd: str, scratch: str, env: dict[str, str], read: list[str],
+                listing: list[str] = (), execute: list[str] = (), limits: dict[str, int] | None = None, nonce: str,
+                isolation: bool = True, scratch_mb: float = SCRATCH_MB, scratch_files: int = SCRATCH_FILES,
+                uid: int = SANDBOX_UID, python: str | None = None) -> list[str]:
+    """The command line that runs ``program`` (absolute path first) under the OS layers.
+
+    ``scratch`` must hold an empty ``root`` directory (the private root's mount point) and ``cwd``
+    (the work directory, whose contents are copied into the private tmpfs); when the parent is root,
+    ``cwd`` should belong to ``uid``. ``read``: the Landlock read rules (the program's own
+    directories and libraries); ``listing``: directories that may only be listed; ``execute``: the
+    program and its ELF interpreter (added when not given). ``limits``: ``{"RLIMIT_AS": bytes, "RLIMIT_CPU": s, ...}`` (soft = hard; the CPU limit's
+    hard value is one second above, so ``SIGXCPU`` comes first). ``isolation=False``: resource limits
+    only (no OS layer; a comparison or a machine without namespaces). Start it with
+    ``start_new_session=True`` and read its first line of fd 1 with :func:`parse_launch_report`."""
+    exe = os.path.realpath(program[0])
+    if not execute:
+        interp = elf_interpreter(exe)
+        execute = [exe] + ([interp] if interp else [])
+    sandbox = None
+    if isolation:
+        prog, why = seccomp_program(allow_exec=True)
+        sandbox = {"scratch": scratch, "rw": [cwd], "uid": uid, "seccomp": prog, "seccomp_why": why,
+                   "read": list(read) + list(execute), "list": list(listing), "execute": list(execute),
+                   "detach_stdio": True,
+                   "scratch_mb": scratch_mb, "scratch_files": scratch_files}
+    spec = {"nonce": nonce, "sandbox": sandbox, "cwd": cwd, "argv": [exe] + list(program[1:]), "env": dict(env),
+            "limits": sorted((limits or {}).items())}
+    return [python or sys.executable, "-S", "-s", "-P", "-B", "-c", _LAUNCH, str(LAYERS_PATH.parent),
+            json.dumps(spec)]
+
+
+def parse_launch_report(line: str, nonce: str) -> dict[str, str] | str | None:
+    """The launcher's first line: the layers it entered (a dict), the reason it could not start the
+    program (a str), or None when ``line`` is not its report."""
+    tag = nonce + " "
+    if not line.startswith(tag):
+        return None
+    rest = line[len(tag):].strip()
+    try:
+        if rest.startswith("failed "):
+            why = json.loads(rest[len("failed "):])
+            return str(why)
+        out = json.loads(rest)
+    except ValueError:
+        return None
+    return {str(k): str(v) for k, v in out.items()} if isinstance(out, dict) else None
 
 
 class WeakSandboxError(UserError):

@@ -18,11 +18,18 @@ reports each one as ``"on"`` or ``"off: <why>"``:
    mounts of ``/usr`` (and the ``/lib*``, ``/bin``, ``/sbin`` links or
    directories), the interpreter's whole prefix (in a virtual environment that
    includes its site-packages, which only Landlock hides), ``/etc/ld.so.cache``
-   and ``/dev/{null,zero,random,urandom}``, plus the scratch directory
+   and ``/dev/{null,zero,random,urandom}``, plus the scratch (work) directory
    read-write; ``pivot_root`` into it, the old root detached, the tmpfs
    remounted read-only. Nothing else of the host (``/root`` but the
    interpreter, ``/home``, ``/proc``, ``/etc``, the project tree, the suite's
-   test files) exists inside.
+   test files) exists inside. The work directory is not the host's: it is a
+   private ``tmpfs`` of at most ``scratch_mb`` MB and ``scratch_files``
+   inodes (defaults :data:`SCRATCH_MB`, :data:`SCRATCH_FILES`; ``mount(2)``,
+   ``tmpfs(5)``: ``size=``, ``nr_inodes=``), mounted ``nosuid,nodev,noexec``
+   and filled with a copy of what the parent put in the host directory. A
+   write past either bound fails inside the sandbox with ``ENOSPC``; nothing
+   the untrusted code writes reaches the host's disk, and the tmpfs is freed
+   with the mount namespace when the sandbox's last process exits.
 3. ``pidns`` — two forks: the first child is PID 1 (init) of the new PID
    namespace and only waits; the untrusted code runs as PID 2 (init would
    ignore default-action signals such as the CPU limit's ``SIGXCPU``). When
@@ -39,14 +46,18 @@ reports each one as ``"on"`` or ``"off: <why>"``:
    and ``/usr/src``; to the standard library entry by entry (not its
    ``site-packages``, unless asked); to the loader cache and the devices
    (``/dev/null`` also for writing); execute only the interpreter binary;
-   full access only to the scratch directory; no TCP bind or connect
+   full access only to the scratch directory (a spec may replace the read
+   rules by its own list, ``read``, and name other executables, ``execute``
+   — the launcher of :mod:`cfjax.sandbox` does, for Coq); no TCP bind or connect
    (ABI ≥ 4); no signals and no abstract UNIX sockets leaving the domain
    (ABI ≥ 6).
 7. ``seccomp`` — a BPF filter made by the parent (:mod:`cfjax.sandbox`, with
    libseccomp) refusing process creation (``fork``, ``vfork``, non-thread
    ``clone``, ``clone3``), ``execve``/``execveat``, ``ptrace``, sockets,
    ``pidfd_*``, mounting and namespace calls, ``bpf``, ``io_uring``, kernel
-   keyrings and module loading.
+   keyrings and module loading. (The launcher's variant allows ``execve``
+   only, so that it can become the sandboxed program; Landlock then limits
+   what can be executed to that program and its ELF interpreter.)
 
 Resource limits and the audit hook are applied by the script afterwards.
 """
@@ -82,6 +93,10 @@ FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 _FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+
+#: default bounds of the private scratch tmpfs (``spec["scratch_mb"]``, ``spec["scratch_files"]``)
+SCRATCH_MB = 64
+SCRATCH_FILES = 4096
 
 #: every layer :func:`enter` reports, in order
 LAYERS = ("namespaces", "mount", "pidns", "uid", "userns", "no_new_privs", "landlock", "seccomp")
@@ -251,8 +266,44 @@ def _locked_flags(path):
     return out
 
 
-def _build_root(s, newroot, ro, rw, devices):
-    """Mount a minimal root at ``newroot`` and pivot into it (paths keep their host names)."""
+def _copy_into(src, dst, owner):
+    """Copy the regular files and directories under ``src`` (what the parent wrote: small) into
+    ``dst``; symbolic links and special files are skipped. ``owner``: ``(uid, gid)`` to give them,
+    or None."""
+    for entry in os.scandir(src):
+        target = dst + "/" + entry.name
+        if entry.is_dir(follow_symlinks=False):
+            os.mkdir(target, 0o700)
+            _copy_into(entry.path, target, owner)
+        elif entry.is_file(follow_symlinks=False):
+            mode = entry.stat(follow_symlinks=False).st_mode & 0o777
+            fi = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                fo = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode | 0o600)
+                try:
+                    while True:
+                        chunk = os.read(fi, 1 << 20)
+                        if not chunk:
+                            break
+                        view = memoryview(chunk)
+                        while view:
+                            view = view[os.write(fo, view):]
+                finally:
+                    os.close(fo)
+            finally:
+                os.close(fi)
+        else:
+            continue
+        if owner is not None:
+            os.chown(target, owner[0], owner[1])
+
+
+def _build_root(s, newroot, ro, rw, devices, scratch=None):
+    """Mount a minimal root at ``newroot`` and pivot into it (paths keep their host names).
+
+    ``scratch``: ``(bytes, inodes, uid, gid)`` — each ``rw`` directory becomes a private tmpfs of that
+    size holding a copy of the host directory (owned by ``uid``/``gid``); None: bind-mount the host
+    directory itself (unbounded)."""
     s.mount(None, "/", None, MS_REC | MS_PRIVATE)
     s.mount("tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
 
@@ -283,12 +334,35 @@ def _build_root(s, newroot, ro, rw, devices):
             s.mount(p, t, None, MS_BIND)
     for p in rw:
         t = mountpoint(p, True)
-        s.mount(p, t, None, MS_BIND)
+        if scratch is None:
+            s.mount(p, t, None, MS_BIND)
+            continue
+        size, inodes, uid, gid = scratch
+        s.mount("tmpfs", t, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                "size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d" % (size, inodes, uid, gid))
+        _copy_into(p, t, (uid, gid) if os.geteuid() == 0 and uid != 0 else None)
     os.chdir(newroot)
     s.pivot_root(".", ".")
     s.umount2(".", MNT_DETACH)
     os.chdir("/")
     s.mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _detach_stdio():
+    """Point fds 0-2 of a process that only waits (the relay, the namespace's init) at /dev/null,
+    so that the untrusted process alone holds the parent's pipes (EOF means it has exited)."""
+    try:
+        fd = os.open("/dev/null", os.O_RDWR)
+    except OSError:
+        return
+    for n in (0, 1, 2):
+        if fd != n:
+            try:
+                os.dup2(fd, n)
+            except OSError:
+                pass
+    if fd > 2:
+        os.close(fd)
 
 
 def _wait(pid):
@@ -416,7 +490,17 @@ def enter(spec):
       ``seccomp``   the filter program as a hex string ('' = none);
       ``allow_site``  whether site-packages may be read (the pytest cross-check runner);
       ``layers``    the layers to try (default: all);
-      ``stdlib``    the standard library's directories (default: from ``sysconfig``).
+      ``stdlib``    the standard library's directories (default: from ``sysconfig``);
+      ``scratch_mb``, ``scratch_files``  the bounds of each ``rw`` directory's private tmpfs
+                    (defaults :data:`SCRATCH_MB`, :data:`SCRATCH_FILES`; ``scratch_mb=0``: the host
+                    directory itself, unbounded — the behaviour before the bound existed);
+      ``read``      Landlock: the paths that may be read, *instead of* the default rules (``/usr``
+                    but its Python package directories, the standard library) — for a program that
+                    is not Python (the launcher's ``execve``); the loader cache and the devices are
+                    always added;
+      ``list``      with ``read``: directories that may only be listed (names, not contents);
+      ``execute``   Landlock: further files that may be executed (a program and its ELF interpreter);
+      ``detach_stdio``  the relay and the namespace's init drop their copies of fds 0-2.
     """
     want = set(spec.get("layers") or LAYERS)
     rep = {name: "off: not requested" for name in LAYERS}
@@ -427,6 +511,13 @@ def enter(spec):
     allow_site = bool(spec.get("allow_site"))
     prefixes = _prefixes()
     exe = os.path.realpath(sys.executable)
+    scratch_mb = float(spec.get("scratch_mb", SCRATCH_MB))
+    scratch_files = int(spec.get("scratch_files", SCRATCH_FILES))
+    if euid == 0 and "uid" in want:
+        owner = (uid, uid)
+    else:
+        owner = (euid, os.getegid())
+    scratch = (int(scratch_mb * 1024 * 1024), scratch_files) + owner if scratch_mb > 0 else None
 
     # 1-3: namespaces, a minimal root, PID 1 of a new PID namespace
     ns_ok = False
@@ -453,14 +544,18 @@ def enter(spec):
             ro.append(exe)
         devices = ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"]
         try:
-            _build_root(s, os.path.join(spec["scratch"], "root"), ro, rw, devices)
-            rep["mount"] = "on (private minimal root, read-only but for the scratch directory)"
+            _build_root(s, os.path.join(spec["scratch"], "root"), ro, rw, devices, scratch)
+            rep["mount"] = "on (private minimal root, read-only but for the scratch directory" + (
+                ": a private %g MB, %d-file tmpfs)" % (scratch_mb, scratch_files) if scratch else ")")
         except OSError as e:
             rep["mount"] = "off: " + str(e)
     if ns_ok:
+        detach = bool(spec.get("detach_stdio"))
         for parent_role in (_relay, _init):  # outside the namespace, then its PID 1
             pid = os.fork()
             if pid:
+                if detach:
+                    _detach_stdio()
                 parent_role(pid)  # never returns
             try:
                 s.prctl(PR_SET_PDEATHSIG, 9)
@@ -519,14 +614,20 @@ def enter(spec):
         if abi <= 0:
             rep["landlock"] = "off: the kernel has no Landlock"
         else:
-            listing, std = _stdlib_read_rules(allow_site, spec.get("stdlib"))
-            usr_listing, usr = _usr_read_rules()
-            listing = usr_listing + listing
-            read = usr + ["/etc/ld.so.cache", "/dev/zero", "/dev/random", "/dev/urandom"] + std
-            if allow_site:
-                read += prefixes
+            devices_read = ["/etc/ld.so.cache", "/dev/zero", "/dev/random", "/dev/urandom"]
+            if spec.get("read") is not None:
+                listing = [os.path.realpath(p) for p in spec.get("list", ())]
+                read = [os.path.realpath(p) for p in spec["read"]] + devices_read
+            else:
+                listing, std = _stdlib_read_rules(allow_site, spec.get("stdlib"))
+                usr_listing, usr = _usr_read_rules()
+                listing = usr_listing + listing
+                read = usr + devices_read + std
+                if allow_site:
+                    read += prefixes
+            execute = [exe] + [os.path.realpath(p) for p in spec.get("execute", ())]
             try:
-                rep["landlock"] = s.landlock(abi, read, [exe], rw, listing)
+                rep["landlock"] = s.landlock(abi, read, execute, rw, listing)
             except OSError as e:
                 rep["landlock"] = "off: " + str(e)
     program = bytes.fromhex(spec.get("seccomp") or "")
