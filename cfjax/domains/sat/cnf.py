@@ -62,7 +62,6 @@ satisfiable — never what the solver has not decided.
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -378,24 +377,14 @@ def decide(n: int, reqs: Sequence[Requirement], timeout_s: float, solver: str = 
     """``"sat"`` when some assignment meets every requirement, ``"unsat"`` when none does (the SAT
     solver's verdict within ``timeout_s``), else ``"timeout"``. A ``"sat"`` verdict is confirmed in
     plain Python on the solver's model."""
-    from pysat.solvers import Solver
-
     clauses = _encode(n, reqs)
     if clauses is None:
         return "unsat"
-    with Solver(name=solver, bootstrap_with=clauses) as s:
-        timer = threading.Timer(max(0.0, timeout_s), s.interrupt)
-        timer.daemon = True
-        timer.start()
-        try:
-            res = s.solve_limited(expect_interrupt=True)
-        finally:
-            timer.cancel()
-        if res is None:
-            return "timeout"
-        if not res:
-            return "unsat"
-        model = s.get_model() or []
+    from cfjax.domains.sat.sat_world import solve_within
+
+    res, model = solve_within(solver, clauses, timeout_s)
+    if res != "sat":
+        return res
     values = {abs(x): x > 0 for x in model if abs(x) <= n}
     for i in range(1, n + 1):
         values.setdefault(i, False)

@@ -552,6 +552,24 @@ def check_feedback_mode(feedback: str) -> str:
     return feedback
 
 
+def solve_within(solver: str, clauses: Sequence[Sequence[int]], seconds: float) -> tuple[str, list[int]]:
+    """``("sat", model)``, ``("unsat", [])`` or ``("timeout", [])``: ``clauses`` solved by the named
+    python-sat solver, interrupted after ``seconds`` (wall clock)."""
+    from pysat.solvers import Solver
+
+    with Solver(name=solver, bootstrap_with=clauses) as s:
+        timer = threading.Timer(max(0.0, seconds), s.interrupt)
+        timer.daemon = True
+        timer.start()
+        try:
+            res = s.solve_limited(expect_interrupt=True)
+        finally:
+            timer.cancel()
+        if res is None:
+            return "timeout", []
+        return ("sat", s.get_model() or []) if res else ("unsat", [])
+
+
 def violations_text(failed: Sequence[str], what: str) -> str:
     """The ``"user"`` text of a satisfiable encoding whose ``what`` (e.g. ``"a solution it admits"``)
     violates the stated requirements ``failed`` (at most five named)."""
@@ -735,19 +753,11 @@ class SATWorld:
             return "unknown"
         if g.unsat:
             return "unsat"
-        with Solver(name=self.solver, bootstrap_with=g.clauses) as s:
-            timer = threading.Timer(max(0.0, deadline - time.perf_counter()), s.interrupt)
-            timer.daemon = True
-            timer.start()
-            try:
-                res = s.solve_limited(expect_interrupt=True)
-            finally:
-                timer.cancel()
-            if res is None:
-                return "unknown"
-            if not res:
-                return "unsat"
-            model = s.get_model() or []
+        res, model = solve_within(self.solver, g.clauses, deadline - time.perf_counter())
+        if res == "timeout":
+            return "unknown"
+        if res == "unsat":
+            return "unsat"
         vals = [False] * (table.n + 1)
         for lit in model:
             if 0 < abs(lit) <= table.n:
