@@ -71,9 +71,29 @@ def pytest_collection_modifyitems(config, items):
     import json
     from pathlib import Path
 
+    _skip_domains_without_their_tools(items)
     path = Path(__file__).with_name("durations.json")
     try:
         secs = json.loads(path.read_text())["modules"]
     except (OSError, ValueError, KeyError):
         return
     items.sort(key=lambda it: -float(secs.get(it.nodeid.split("::", 1)[0], 0.0)))
+
+
+def _skip_domains_without_their_tools(items):
+    """A test parametrized by a domain whose system tool is missing here (Coq for math:
+    ``DomainInfo.system_check``) is skipped with the domain's one line saying how to install it."""
+    from cfjax.registry import DOMAINS
+
+    unusable = {}
+    for name in DOMAINS.names():
+        ok, line = DOMAINS.get(name).check_system()
+        if not ok:
+            unusable[name] = line
+    if not unusable:
+        return
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        hit = [v for v in (spec.params.values() if spec else ()) if isinstance(v, str) and v in unusable]
+        if hit:
+            item.add_marker(pytest.mark.skip(reason=f"{hit[0]} suite: {unusable[hit[0]]}"))

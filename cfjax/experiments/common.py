@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-
 import math
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,7 +56,6 @@ def resolve_suites(suite: str | Sequence[str]) -> list[str]:
     """
     from cfjax.config import ConfigError
     from cfjax.domains import JSONL_PREFIX, SUITES, is_registered, register_jsonl
-
     from cfjax.registry import DOMAINS
 
     names = [suite] if isinstance(suite, str) else list(suite)
