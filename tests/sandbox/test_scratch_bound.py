@@ -160,3 +160,16 @@ def test_control_without_the_bound_the_writes_reach_the_host(suite, tmp_path, mo
     _, written, why, s, _ = _evaluate(suite, root, 1 << 20, 20)
     assert (written, why) == (20, "no error")
     assert s.max_bytes >= 10 << 20, s.max_bytes
+
+
+def test_the_python_world_hands_its_bounds_to_the_sandbox(tmp_path):
+    """``PytestWorld(scratch_mb=…, scratch_files=…)`` reaches the child's spec; the defaults are the layer's."""
+    from cfjax.domains.python.world import PytestWorld
+    from cfjax.sandbox._layers import SCRATCH_FILES, SCRATCH_MB
+
+    spec = PytestWorld(tmp_path, {}, scratch_mb=8, scratch_files=100)._sandbox_spec(str(tmp_path), str(tmp_path))
+    assert (spec["scratch_mb"], spec["scratch_files"]) == (8, 100)
+    w = PytestWorld(tmp_path, {})
+    assert (w.scratch_mb, w.scratch_files) == (SCRATCH_MB, SCRATCH_FILES)
+    with pytest.raises(ValueError, match="scratch_mb"):
+        PytestWorld(tmp_path, {}, scratch_mb=0)

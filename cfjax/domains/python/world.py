@@ -243,6 +243,9 @@ class PytestWorld:
         (real ``pytest`` in the child; same score, used to cross-check).
       python: interpreter (default ``sys.executable``).
       scratch_root: where scratch directories are created (default: the system temp dir).
+      scratch_mb, scratch_files: bounds of the child's private tmpfs work directory (default
+        :data:`cfjax.sandbox._layers.SCRATCH_MB` / ``SCRATCH_FILES``: 64 MB, 4,096 files); a write past
+        them fails with ``ENOSPC`` inside the sandbox.
       max_action_chars: longer actions are refused (``error="too_large"``).
       feedback: ``"user"`` (default: failing tests' calls and the action's own results, never
         the expected values) or ``"rich"`` (the tests' messages as they are); see the module docstring.
@@ -261,7 +264,8 @@ class PytestWorld:
                  python: str | None = None, scratch_root: str | Path | None = None,
                  max_action_chars: int = 100_000, feedback: str = "user", isolation: str = "os",
                  audit_hook: bool = True, call_timeout_s: float | None = None, max_calls: int = 20_000,
-                 max_value_bytes: int = 1 << 20, max_items: int = 100_000) -> None:
+                 max_value_bytes: int = 1 << 20, max_items: int = 100_000, scratch_mb: int | None = None,
+                 scratch_files: int | None = None) -> None:
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be 'os' or 'audit', got {isolation!r}")
         if feedback not in FEEDBACK_MODES:
@@ -288,6 +292,12 @@ class PytestWorld:
         self.max_calls = int(max_calls)
         self.max_value_bytes = int(max_value_bytes)
         self.max_items = int(max_items)
+        from cfjax.sandbox._layers import SCRATCH_FILES, SCRATCH_MB
+
+        self.scratch_mb = int(SCRATCH_MB if scratch_mb is None else scratch_mb)
+        self.scratch_files = int(SCRATCH_FILES if scratch_files is None else scratch_files)
+        if self.scratch_mb < 1 or self.scratch_files < 16:
+            raise ValueError(f"scratch_mb must be >= 1 and scratch_files >= 16, got {scratch_mb}, {scratch_files}")
         self._cases: dict[str, tuple[Case, ...]] = {}
 
     # ------------------------------------------------------------------ public
@@ -367,7 +377,7 @@ class PytestWorld:
         program, why = seccomp_program()
         return {"scratch": scratch, "rw": [work], "uid": SANDBOX_UID, "seccomp": program, "seccomp_why": why,
                 "allow_site": self.runner == "pytest", "layers_dir": str(LAYERS_PATH.parent),
-                "stdlib": _stdlib_dirs(self.python)}
+                "stdlib": _stdlib_dirs(self.python), "scratch_mb": self.scratch_mb, "scratch_files": self.scratch_files}
 
     def _run(self, action: str, done, *, cases: tuple[Case, ...] = (), test_src: str | None = None) -> Outcome:
         scratch = tempfile.mkdtemp(prefix="cfjax-py-", dir=self.scratch_root)
