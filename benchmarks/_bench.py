@@ -161,3 +161,11 @@ def fmt_s(x: float) -> str:
     if x >= 1:
         return f"{x:.2f} s"
     return f"{x * 1e3:.1f} ms"
+
+
+def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
+    """``(first quartile, median, third quartile)`` of ``xs`` (inclusive method)."""
+    import statistics
+
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], statistics.median(xs), q[2]

@@ -37,7 +37,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._bench import finish_meta, fmt_ratio, fmt_s, make_meta, setup_threads, start_load  # noqa: E402
+from benchmarks._bench import finish_meta, fmt_ratio, fmt_s, make_meta, quartiles, setup_threads, start_load  # noqa: E402
 from benchmarks._meta import cpu_wall, table, write_result  # noqa: E402
 
 SOURCES = ["benchmarks/_bench.py", "cfjax/domains/math/coq.py", "cfjax/sandbox"]
@@ -95,11 +95,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _quartiles(xs: list[float]) -> tuple[float, float, float]:
-    q = statistics.quantiles(xs, n=4, method="inclusive")
-    return q[0], statistics.median(xs), q[2]
-
-
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     t_start = time.perf_counter()
@@ -147,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         for c in checkers.values():
             c.close()
-    stats = {k: _quartiles(v) for k, v in times.items()}
+    stats = {k: quartiles(v) for k, v in times.items()}
     start = {k: statistics.median(v) for k, v in first.items()}
     ratio = stats["fresh"][1] / stats["persistent"][1]
     cpu_over_wall = {k: round(c / w, 2) if w > 0 else None for k, (c, w) in cpu.items()}

@@ -43,7 +43,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._bench import finish_meta, fmt_ratio, fmt_s, make_meta, setup_threads, start_load  # noqa: E402
+from benchmarks._bench import finish_meta, fmt_ratio, fmt_s, make_meta, quartiles, setup_threads, start_load  # noqa: E402
 from benchmarks._meta import cpu_wall, table, write_result  # noqa: E402
 
 SOURCES = ["benchmarks/_bench.py", "cfjax/domains/python", "cfjax/sandbox"]
@@ -71,11 +71,6 @@ def check_program_of(cases) -> str:
         else:
             lines.append(f"    assert {call} == {c.want!r}, {c.name!r}")
     return "\n".join(lines) + f"\n\n\ncheck({cases[0].function})\n"
-
-
-def _quartiles(xs: list[float]) -> tuple[float, float, float]:
-    q = statistics.quantiles(xs, n=4, method="inclusive")
-    return q[0], statistics.median(xs), q[2]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -134,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
             if len({o.solved for o in got.values()}) != 1 or not all(o.completed for o in got.values()):
                 raise RuntimeError(f"the paths disagree on {t.task_id}: " + "; ".join(f"{k}: {o}" for k, o in got.items()))
             solved += r > 0 and got["cases"].solved
-    stats = {k: _quartiles(v) for k, v in times.items()}
+    stats = {k: quartiles(v) for k, v in times.items()}
     rate = {k: 1 / statistics.mean(v) for k, v in times.items()}
     cpu_over_wall = {k: round(c / w, 2) if w > 0 else None for k, (c, w) in cpu.items()}
     base = stats["cases"][1]

@@ -64,7 +64,7 @@ class UserMath(UserDomain):
         return r.text(text_field, required=False) or ""
 
     def parse(self, r: RowReader) -> Parsed:
-        from cfjax.domains.math.coq import _validate_statement
+        from cfjax.domains.math.coq import _validate_name, _validate_statement
 
         statement = " ".join(r.text("statement").split()).rstrip(".")
         try:
@@ -78,8 +78,10 @@ class UserMath(UserDomain):
         if scope is not None and not _IDENT.fullmatch(scope):
             raise r.error("scope", f"not a scope name: {scope!r}")
         name = r.text("name", required=False) or f"user_l{r.line}"
-        if not _IDENT.fullmatch(name):
-            raise r.error("name", f"not a Coq identifier: {name!r}")
+        try:
+            _validate_name(name)  # the checker's own rule (no keyword, no reserved prefix)
+        except ValueError as e:
+            raise r.error("name", str(e)) from None
         preamble = _preamble(tuple(imports), scope)
         env = "coq:" + "+".join(imports) + (f"@{scope}" if scope else "")
         question = r.text("question", required=False) or f"Prove that {statement}."
